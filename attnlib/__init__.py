@@ -1,0 +1,23 @@
+"""attnlib: small, exact attention for NumPy and PyTorch, and the course's exercises.
+
+Shape symbols used in every docstring and shape comment:
+    N...  any number of batch dimensions (may be none)
+    h     number of heads
+    L     target (query) sequence length
+    S     source (key/value) sequence length
+    E     query/key embedding size (per head inside multi-head attention)
+    Ev    value embedding size
+    d_model  model width; d_head = d_model / h
+"""
+from . import exercises, plots, quiz, widgets
+from .attention import scaled_dot_product_attention
+from .devices import default_device, to_device
+from .masks import causal_mask, padding_mask
+from .multihead import multi_head_attention
+from .softmax import softmax
+
+__all__ = [
+    "softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
+    "multi_head_attention", "default_device", "to_device",
+    "exercises", "quiz", "widgets", "plots",
+]

@@ -1,0 +1,1 @@
+"""Exercises of chapter 01 (not written yet)."""

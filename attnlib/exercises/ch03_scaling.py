@@ -1,0 +1,1 @@
+"""Exercises of chapter 03 (not written yet)."""

@@ -1,0 +1,1 @@
+"""Exercises of chapter 04 (not written yet)."""

@@ -1,0 +1,76 @@
+"""Concept questions that work in Jupyter *and* on the static website.
+
+Each choice is a ``<details>`` element: clicking it reveals its own feedback, so the
+quiz needs no kernel and no JavaScript. The plain-text form (what nbval compares) lists
+the question and the choices without giving the answer away.
+
+Example::
+
+    >>> al.quiz.question("Why scale by 1/sqrt(d_k)?", [
+    ...     ("To keep the variance of the scores near 1", True, "Right: Var(q.k) = d_k."),
+    ...     ("To make the scores positive", False, "Scaling by a positive number keeps signs."),
+    ... ])
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+__all__ = ["Question", "question"]
+
+_LETTERS = "ABCDEFGH"
+
+
+@dataclass
+class Question:
+    """A multiple-choice question. ``choices`` holds ``(text, correct, feedback)`` triples."""
+
+    prompt: str
+    choices: list
+    qid: str = ""
+
+    def __post_init__(self):
+        if not self.choices or not any(c[1] for c in self.choices):
+            raise ValueError(f"question {self.prompt[:40]!r} needs at least one correct choice")
+        if len(self.choices) > len(_LETTERS):
+            raise ValueError(f"at most {len(_LETTERS)} choices, got {len(self.choices)}")
+
+    @property
+    def answer(self) -> str:
+        """The letters of the correct choices, e.g. ``"B"``."""
+        return "".join(_LETTERS[i] for i, c in enumerate(self.choices) if c[1])
+
+    def __repr__(self) -> str:
+        lines = [f"Question: {self.prompt}"]
+        lines += [f"  {_LETTERS[i]}. {text}" for i, (text, _, _) in enumerate(self.choices)]
+        lines.append("  (Click a choice on the page to see whether it is right and why.)")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        items = []
+        for i, (text, correct, feedback) in enumerate(self.choices):
+            verdict = "Correct." if correct else "Not quite."
+            cls = "attnlib-quiz-right" if correct else "attnlib-quiz-wrong"
+            colour = "#1a7f37" if correct else "#cf222e"
+            items.append(
+                f'<details class="attnlib-quiz-choice {cls}" style="margin:.25em 0">'
+                f'<summary style="cursor:pointer"><b>{_LETTERS[i]}.</b> {html.escape(text)}</summary>'
+                f'<div class="attnlib-quiz-feedback" style="border-left:3px solid {colour};'
+                f'padding:.2em .6em;margin:.2em 0 .4em 1.2em"><b style="color:{colour}">{verdict}</b> '
+                f'{html.escape(feedback)}</div></details>')
+        qid = f' id="{html.escape(self.qid)}"' if self.qid else ""
+        return (f'<div class="attnlib-quiz"{qid} style="border:1px solid #d0d7de;border-radius:6px;'
+                f'padding:.6em .9em;margin:.5em 0"><p class="attnlib-quiz-prompt" style="margin:0 0 .4em 0">'
+                f'<b>Question.</b> {html.escape(self.prompt)}</p>{"".join(items)}'
+                f'<p style="margin:.4em 0 0 0;font-size:90%;color:#6e7781">Click a choice to see feedback.</p></div>')
+
+
+def question(prompt: str, choices: list, qid: str = "") -> Question:
+    """Build a :class:`Question`; display it as the last expression of a cell.
+
+    Args:
+        prompt: the question (plain text; write maths in Unicode, e.g. √d_k).
+        choices: ``(text, correct, feedback)`` triples; at least one is correct.
+        qid: optional HTML id. Default: ``""``.
+    """
+    return Question(prompt, list(choices), qid)

@@ -1,0 +1,63 @@
+"""Execute chapter notebooks top to bottom on a fresh kernel and save them with outputs.
+
+    python tools/run_notebooks.py chapters/02_qkv.ipynb [...]   # or no args: every chapter
+
+Outputs and widget state are stored (nbval compares them; the website needs the state);
+volatile metadata (timings, execution ids) is stripped so diffs stay small. Prints each
+notebook's wall time and size; fails if a cell raises or a notebook exceeds --max-seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def clean(nb: nbformat.NotebookNode) -> None:
+    nb.metadata = nbformat.NotebookNode({
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+        **({"widgets": nb.metadata["widgets"]} if "widgets" in nb.metadata else {}),
+    })
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        cell.metadata.pop("ExecuteTime", None)
+        cell.pop("id", None)
+    nb.nbformat, nb.nbformat_minor = 4, 4
+
+
+def run(path: pathlib.Path, timeout: int) -> tuple[float, int]:
+    nb = nbformat.read(path, as_version=4)
+    t0 = time.perf_counter()
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    secs = time.perf_counter() - t0
+    clean(nb)
+    nbformat.write(nb, path)
+    return secs, path.stat().st_size
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("notebooks", nargs="*", type=pathlib.Path)
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per cell")
+    ap.add_argument("--max-seconds", type=float, default=60.0, help="fail a notebook slower than this")
+    a = ap.parse_args()
+    paths = a.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    bad = 0
+    for p in paths:
+        secs, size = run(p, a.timeout)
+        flag = "" if secs <= a.max_seconds else f"  <-- slower than {a.max_seconds:g} s"
+        print(f"{p.name:32s} {secs:6.1f} s  {size / 1e3:7.0f} kB{flag}", flush=True)
+        bad += secs > a.max_seconds or size > 1_000_000
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
