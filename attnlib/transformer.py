@@ -1,0 +1,248 @@
+"""A small Transformer block around :func:`attnlib.multi_head_attention` (chapter 5).
+
+What is here, each a few lines:
+
+* :func:`layer_norm` - normalise each token's features to mean 0, variance 1, then scale
+  and shift (``torch.nn.LayerNorm`` semantics: biased variance, ``eps`` inside the root).
+* :func:`feed_forward` - the position-wise FFN ``relu(x @ w1 + b1) @ w2 + b2``; it works on
+  each token separately (attention is the only place where tokens meet).
+* :func:`sinusoidal_positional_encoding` - the sin/cos table of Vaswani et al. (2017).
+* :class:`BlockParams`, :func:`init_block_params` and :func:`transformer_block` - one
+  encoder-style block, either **post-LN** (``norm_first=False``, the original paper and
+  the diagram in the seeds: ``x = LN(x + Attn(x)); x = LN(x + FFN(x))``) or **pre-LN**
+  (``norm_first=True``, used by GPT-2 and most current models:
+  ``x = x + Attn(LN(x)); x = x + FFN(LN(x))``).
+
+Like the rest of attnlib it runs on NumPy arrays and PyTorch tensors (CPU or CUDA)
+through ``array_api_compat``: parameters are stored as NumPy float64 arrays and converted
+to the caller's array type, dtype and device on use. It has no dropout and no training
+code; it exists to make the block's structure concrete and testable. With the same
+weights it matches ``torch.nn.TransformerEncoderLayer(..., dropout=0.0)`` whose attention
+has zero in-projection and out-projection biases (see ``tests/test_transformer.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+from array_api_compat import array_namespace
+from array_api_compat import device as _device
+
+from .multihead import multi_head_attention
+
+__all__ = ["layer_norm", "feed_forward", "sinusoidal_positional_encoding", "BlockParams", "self_attention",
+           "init_block_params", "transformer_block"]
+
+
+def _like(a, x):
+    """``a`` (NumPy or the caller's type) as an array of ``x``'s namespace, dtype and device."""
+    xp = array_namespace(x)
+    if isinstance(x, np.ndarray):
+        return np.asarray(a, dtype=x.dtype)
+    return xp.asarray(a, dtype=x.dtype, device=_device(x))
+
+
+def layer_norm(x, weight=None, bias=None, *, eps: float = 1e-5):
+    """Layer normalisation over the last axis (``torch.nn.LayerNorm`` semantics).
+
+    Args:
+        x: ``(..., d)``.
+        weight: the gain, ``(d,)``. Default: ``None`` (ones).
+        bias: the shift, ``(d,)``. Default: ``None`` (zeros).
+        eps: added to the variance before the square root. Default: ``1e-5``.
+
+    Returns:
+        ``(..., d)``: each row has mean ``bias`` and (before the gain) variance close to 1.
+
+    Example::
+
+        >>> layer_norm(np.array([[1.0, 2.0, 3.0]])).round(4)
+        array([[-1.2247,  0.    ,  1.2247]])
+    """
+    xp = array_namespace(x)
+    mean = xp.mean(x, axis=-1, keepdims=True)  # (..., 1)
+    var = xp.var(x, axis=-1, keepdims=True)    # (..., 1), biased as in torch
+    y = (x - mean) / xp.sqrt(var + eps)        # (..., d)
+    if weight is not None:
+        y = y * _like(weight, x)
+    if bias is not None:
+        y = y + _like(bias, x)
+    return y
+
+
+def feed_forward(x, w1, b1, w2, b2):
+    """The position-wise feed-forward network ``relu(x @ w1 + b1) @ w2 + b2``.
+
+    Args:
+        x: ``(..., n, d_model)``.
+        w1: ``(d_model, d_ff)``; b1: ``(d_ff,)``; w2: ``(d_ff, d_model)``; b2: ``(d_model,)``.
+
+    Returns:
+        ``(..., n, d_model)``. Row ``i`` of the output depends on row ``i`` of ``x`` only.
+
+    Example::
+
+        >>> feed_forward(np.ones((3, 2)), np.eye(2), np.zeros(2), np.eye(2), np.zeros(2)).shape
+        (3, 2)
+    """
+    xp = array_namespace(x)
+    hidden = x @ _like(w1, x) + _like(b1, x)  # (..., n, d_model) @ (d_model, d_ff) -> (..., n, d_ff)
+    hidden = xp.where(hidden > 0, hidden, xp.zeros_like(hidden))  # ReLU
+    return hidden @ _like(w2, x) + _like(b2, x)  # (..., n, d_ff) @ (d_ff, d_model) -> (..., n, d_model)
+
+
+def sinusoidal_positional_encoding(n: int, d_model: int, *, base: float = 10000.0, like=None):
+    """The sinusoidal positional encodings of Vaswani et al. (2017).
+
+    ``PE[p, 2i] = sin(p / base**(2i / d_model))`` and ``PE[p, 2i+1] = cos(...)``: each pair of
+    features is a clock turning at its own speed, so every position gets a distinct code
+    and ``PE[p + k]`` is a fixed rotation of ``PE[p]``.
+
+    Args:
+        n: number of positions.
+        d_model: width of the code; must be even.
+        base: the longest wavelength is ``2π * base``. Default: ``10000.0``.
+        like: an array whose type, dtype and device the result takes. Default: ``None``
+            (a NumPy float64 array).
+
+    Returns:
+        ``(n, d_model)``; add it to the token embeddings.
+
+    Example::
+
+        >>> sinusoidal_positional_encoding(4, 6).shape
+        (4, 6)
+    """
+    if d_model % 2:
+        raise ValueError(f"d_model must be even to pair sin and cos features, got d_model = {d_model}")
+    pos = np.arange(n, dtype=np.float64)[:, None]                      # (n, 1)
+    freq = base ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)  # (d_model / 2,)
+    angle = pos * freq                                                 # (n, d_model / 2)
+    pe = np.empty((n, d_model))
+    pe[:, 0::2] = np.sin(angle)
+    pe[:, 1::2] = np.cos(angle)
+    return pe if like is None else _like(pe, like)
+
+
+@dataclass
+class BlockParams:
+    """The weights of one block (NumPy arrays; matrices used as ``x @ w``).
+
+    Attributes:
+        num_heads: number of attention heads.
+        w_q, w_k, w_v, w_o: ``(d_model, d_model)`` attention projections (no biases).
+        ln1_weight, ln1_bias, ln2_weight, ln2_bias: ``(d_model,)`` LayerNorm gains and shifts.
+        w1: ``(d_model, d_ff)``, b1: ``(d_ff,)``, w2: ``(d_ff, d_model)``, b2: ``(d_model,)``: the FFN.
+    """
+
+    num_heads: int
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray
+    w_o: np.ndarray
+    ln1_weight: np.ndarray
+    ln1_bias: np.ndarray
+    w1: np.ndarray
+    b1: np.ndarray
+    w2: np.ndarray
+    b2: np.ndarray
+    ln2_weight: np.ndarray
+    ln2_bias: np.ndarray
+
+    @property
+    def d_model(self) -> int:
+        return self.w_q.shape[0]
+
+    def num_parameters(self) -> dict:
+        """Parameter counts per part: ``{"attention", "layer_norms", "ffn", "total"}``."""
+        size = {f.name: int(np.size(getattr(self, f.name))) for f in fields(self) if f.name != "num_heads"}
+        out = {"attention": sum(size[k] for k in ("w_q", "w_k", "w_v", "w_o")),
+               "layer_norms": sum(size[k] for k in ("ln1_weight", "ln1_bias", "ln2_weight", "ln2_bias")),
+               "ffn": sum(size[k] for k in ("w1", "b1", "w2", "b2"))}
+        out["total"] = sum(out.values())
+        return out
+
+
+def init_block_params(d_model: int, num_heads: int, d_ff: int | None = None, *, seed: int = 0) -> BlockParams:
+    """Random weights for :func:`transformer_block` (a fixed seed, so results are reproducible).
+
+    Matrices are drawn from N(0, 1/fan_in), biases and LayerNorm shifts from N(0, 0.1²),
+    LayerNorm gains from 1 + N(0, 0.1²).
+
+    Args:
+        d_model: model width; must be divisible by ``num_heads``.
+        num_heads: number of heads.
+        d_ff: hidden width of the FFN. Default: ``None`` (``4 * d_model``, as in the paper).
+        seed: seed of the NumPy generator. Default: ``0``.
+
+    Example::
+
+        >>> init_block_params(16, 4).w1.shape
+        (16, 64)
+    """
+    if d_model % num_heads:
+        raise ValueError(f"d_model = {d_model} is not divisible by num_heads = {num_heads}; "
+                         "choose num_heads among the divisors of d_model")
+    d_ff = 4 * d_model if d_ff is None else d_ff
+    rng = np.random.default_rng(seed)
+
+    def mat(fan_in, fan_out):
+        return rng.standard_normal((fan_in, fan_out)) / np.sqrt(fan_in)
+
+    def small(*shape):
+        return 0.1 * rng.standard_normal(shape)
+
+    return BlockParams(num_heads=num_heads,
+                       w_q=mat(d_model, d_model), w_k=mat(d_model, d_model),
+                       w_v=mat(d_model, d_model), w_o=mat(d_model, d_model),
+                       ln1_weight=1 + small(d_model), ln1_bias=small(d_model),
+                       w1=mat(d_model, d_ff), b1=small(d_ff), w2=mat(d_ff, d_model), b2=small(d_model),
+                       ln2_weight=1 + small(d_model), ln2_bias=small(d_model))
+
+
+def self_attention(x, p: BlockParams, *, attn_mask=None, is_causal=False):
+    """Multi-head self-attention of ``x`` with the block's weights: ``(..., n, d_model)``."""
+    w = [_like(a, x) for a in (p.w_q, p.w_k, p.w_v, p.w_o)]
+    return multi_head_attention(x, x, x, p.num_heads, *w, attn_mask=attn_mask, is_causal=is_causal)
+
+
+def transformer_block(x, params: BlockParams, *, norm_first: bool = False, attn_mask=None,
+                      is_causal: bool = False):
+    """One Transformer block: self-attention and FFN, each with a residual and a LayerNorm.
+
+    Args:
+        x: ``(..., n, d_model)``, NumPy or torch (CPU or CUDA).
+        params: the weights, e.g. from :func:`init_block_params`.
+        norm_first: ``False`` for post-LN, ``x = LN(x + Attn(x)); x = LN(x + FFN(x))`` (the
+            original paper, the seeds' diagram); ``True`` for pre-LN,
+            ``x = x + Attn(LN(x)); x = x + FFN(LN(x))``. Default: ``False``.
+        attn_mask: bool mask, True = may attend, broadcastable to ``(..., n, n)``.
+            Default: ``None``.
+        is_causal: apply a causal mask. Default: ``False``.
+
+    Returns:
+        ``(..., n, d_model)``, in ``x``'s array type, dtype and device.
+
+    Example::
+
+        >>> transformer_block(np.zeros((5, 16)), init_block_params(16, 4)).shape
+        (5, 16)
+    """
+    if x.shape[-1] != params.d_model:
+        raise ValueError(f"x has shape {tuple(x.shape)} but the block has d_model = {params.d_model}: "
+                         "the last axis of x must be d_model")
+    p = params
+
+    def attn(a):
+        return self_attention(a, p, attn_mask=attn_mask, is_causal=is_causal)
+
+    def ffn(a):
+        return feed_forward(a, p.w1, p.b1, p.w2, p.b2)
+
+    if norm_first:  # pre-LN: the residual stream x is never normalised
+        x = x + attn(layer_norm(x, p.ln1_weight, p.ln1_bias))
+        x = x + ffn(layer_norm(x, p.ln2_weight, p.ln2_bias))
+    else:           # post-LN: normalise after each residual addition
+        x = layer_norm(x + attn(x), p.ln1_weight, p.ln1_bias)
+        x = layer_norm(x + ffn(x), p.ln2_weight, p.ln2_bias)
+    return x

@@ -1,0 +1,149 @@
+"""Chapter 5 exercises: references agree with torch, stubs are 'not attempted', and every
+catalogued multi-head mistake - also when written independently, in torch - is named."""
+import numpy as np
+import pytest
+import torch
+
+from attnlib.exercises import EXERCISES, check
+
+NAMES = ["split_heads", "multi_head_attention"]
+
+
+def _stub(name):
+    ns = {}
+    exec(EXERCISES[name].stub, ns)
+    return ns[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_passes_and_stub_is_not_attempted(name):
+    assert check(name, EXERCISES[name].reference).passed
+    assert check(name, _stub(name)).status == "not_attempted"
+
+
+@pytest.mark.parametrize("name,key", [(n, m.key) for n in NAMES for m in EXERCISES[n].mistakes])
+def test_each_catalogued_mistake_is_named(name, key):
+    m = EXERCISES[name].mistake(key)
+    res = check(name, m.fn)
+    assert res.status == "failed" and res.mistake == key
+    assert res.message.startswith(m.title)
+
+
+def test_catalogues_cover_the_issue_mistakes():
+    assert "reshape_without_transpose" in {m.key for m in EXERCISES["split_heads"].mistakes}
+    keys = {m.key for m in EXERCISES["multi_head_attention"].mistakes}
+    assert {"reshape_without_transpose", "scale_by_d_model", "forgot_w_o"} <= keys
+
+
+# --- correct answers written in other ways pass ------------------------------------
+
+def split_torch(x, num_heads):
+    t = torch.as_tensor(x)
+    return t.unflatten(-1, (num_heads, -1)).transpose(-2, -3)
+
+
+def split_loop(x, num_heads):
+    d_head = x.shape[-1] // num_heads
+    return np.stack([x[..., k * d_head:(k + 1) * d_head] for k in range(num_heads)], axis=-3)
+
+
+def mha_torch(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    x = torch.as_tensor(x)
+    q, k, v = (split_torch(x @ torch.as_tensor(w), num_heads) for w in (w_q, w_k, w_v))
+    m = None if mask is None else torch.as_tensor(mask)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)  # (..., h, n, d_head)
+    return out.transpose(-2, -3).flatten(-2) @ torch.as_tensor(w_o)
+
+
+def mha_loop_over_heads(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    d = x.shape[-1]
+    dh = d // num_heads
+    heads = []
+    for k in range(num_heads):
+        cols = slice(k * dh, (k + 1) * dh)
+        q, kk, v = x @ w_q[:, cols], x @ w_k[:, cols], x @ w_v[:, cols]
+        s = np.einsum("...ie,...je->...ij", q, kk) / np.sqrt(dh)
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        heads.append((w / w.sum(-1, keepdims=True)) @ v)
+    return np.concatenate(heads, axis=-1) @ w_o
+
+
+def mha_torch_float32(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    f32 = lambda a: torch.as_tensor(a, dtype=torch.float32)  # noqa: E731 - what a torch user writes
+    return mha_torch(f32(x), f32(w_q), f32(w_k), f32(w_v), f32(w_o), num_heads, mask)
+
+
+@pytest.mark.parametrize("name,fn", [("split_heads", split_torch), ("split_heads", split_loop),
+                                     ("multi_head_attention", mha_torch),
+                                     ("multi_head_attention", mha_torch_float32),
+                                     ("multi_head_attention", mha_loop_over_heads)])
+def test_equivalent_correct_answers_pass(name, fn):
+    res = check(name, fn)
+    assert res.passed, res.message
+
+
+# --- mistakes written independently of the catalogue are still recognised ------------
+
+def mha_torch_scaled_by_d_model(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    x = torch.as_tensor(x)
+    q, k, v = (split_torch(x @ torch.as_tensor(w), num_heads) for w in (w_q, w_k, w_v))
+    m = None if mask is None else torch.as_tensor(mask)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=x.shape[-1] ** -0.5)
+    return out.transpose(-2, -3).flatten(-2) @ torch.as_tensor(w_o)
+
+
+def mha_loop_without_w_o(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    return mha_loop_over_heads(x, w_q, w_k, w_v, np.eye(x.shape[-1]), num_heads, mask)
+
+
+def mha_torch_view_only(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    x = torch.as_tensor(x)
+    *b, n, d = x.shape
+    q, k, v = ((x @ torch.as_tensor(w)).reshape(*b, num_heads, n, d // num_heads) for w in (w_q, w_k, w_v))
+    m = None if mask is None else torch.as_tensor(mask)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    return out.reshape(*b, n, d) @ torch.as_tensor(w_o)
+
+
+@pytest.mark.parametrize("name,fn,key", [
+    ("split_heads", lambda x, h: torch.as_tensor(x).view(*x.shape[:-2], h, x.shape[-2], -1),
+     "reshape_without_transpose"),
+    ("split_heads", lambda x, h: torch.as_tensor(x).unflatten(-1, (h, -1)), "forgot_transpose"),
+    ("multi_head_attention", mha_torch_scaled_by_d_model, "scale_by_d_model"),
+    ("multi_head_attention", mha_loop_without_w_o, "forgot_w_o"),
+    ("multi_head_attention", mha_torch_view_only, "reshape_without_transpose"),
+])
+def test_independently_written_mistakes_are_recognised(name, fn, key):
+    res = check(name, fn)
+    assert res.mistake == key, res.message
+
+
+# --- the reference agrees with torch.nn.MultiheadAttention ---------------------------
+
+@pytest.mark.parametrize("n,d_model,h,causal", [(1, 8, 2, False), (7, 12, 3, True), (97, 16, 4, False),
+                                                (5, 8, 8, True), (6, 6, 1, False)])
+def test_reference_matches_nn_multihead_attention(n, d_model, h, causal):
+    rng = np.random.default_rng(n + d_model + h)
+    x = rng.standard_normal((2, n, d_model))
+    w_q, w_k, w_v, w_o = (rng.standard_normal((d_model, d_model)) / np.sqrt(d_model) for _ in range(4))
+    mask = np.tril(np.ones((n, n), dtype=bool)) if causal else None
+    ours = EXERCISES["multi_head_attention"].reference(x, w_q, w_k, w_v, w_o, h, mask)
+
+    mha = torch.nn.MultiheadAttention(d_model, h, bias=False, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.as_tensor(np.concatenate([w_q.T, w_k.T, w_v.T])))  # torch uses x @ W.T
+        mha.out_proj.weight.copy_(torch.as_tensor(w_o.T))
+        xt = torch.as_tensor(x)
+        blocked = None if mask is None else torch.as_tensor(~mask)  # nn.MultiheadAttention: True = blocked
+        theirs, _ = mha(xt, xt, xt, attn_mask=blocked, need_weights=False)
+    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape,h", [((5, 8), 2), ((2, 3, 12), 3), ((4, 1, 6), 6)])
+def test_split_reference_matches_torch_view_and_transpose(shape, h):
+    x = np.random.default_rng(0).standard_normal(shape)
+    ref = EXERCISES["split_heads"].reference(x, h)
+    t = torch.as_tensor(x)
+    np.testing.assert_array_equal(ref, t.view(*shape[:-1], h, shape[-1] // h).transpose(-2, -3).numpy())

@@ -1,0 +1,164 @@
+"""attnlib.transformer: LayerNorm, FFN, sinusoidal positions and the post-/pre-LN block,
+checked against torch.nn and against the properties chapter 5 teaches."""
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnlib.transformer import (feed_forward, init_block_params, layer_norm, self_attention,
+                                 sinusoidal_positional_encoding, transformer_block)
+
+
+def _torch_layer(p, norm_first):
+    """nn.TransformerEncoderLayer with the weights of ``p`` (attention without biases)."""
+    d, d_ff = p.w1.shape
+    layer = torch.nn.TransformerEncoderLayer(d, p.num_heads, dim_feedforward=d_ff, dropout=0.0,
+                                             batch_first=True, norm_first=norm_first, dtype=torch.float64)
+    t = lambda a: torch.as_tensor(np.ascontiguousarray(a))  # noqa: E731
+    with torch.no_grad():
+        layer.self_attn.in_proj_weight.copy_(t(np.concatenate([p.w_q.T, p.w_k.T, p.w_v.T])))  # x @ W.T in torch
+        layer.self_attn.in_proj_bias.zero_()
+        layer.self_attn.out_proj.weight.copy_(t(p.w_o.T))
+        layer.self_attn.out_proj.bias.zero_()
+        layer.linear1.weight.copy_(t(p.w1.T)); layer.linear1.bias.copy_(t(p.b1))  # noqa: E702
+        layer.linear2.weight.copy_(t(p.w2.T)); layer.linear2.bias.copy_(t(p.b2))  # noqa: E702
+        layer.norm1.weight.copy_(t(p.ln1_weight)); layer.norm1.bias.copy_(t(p.ln1_bias))  # noqa: E702
+        layer.norm2.weight.copy_(t(p.ln2_weight)); layer.norm2.bias.copy_(t(p.ln2_bias))  # noqa: E702
+    return layer.eval()
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("n,d_model,h,causal", [(1, 8, 2, False), (7, 16, 4, True), (97, 12, 3, False),
+                                                (5, 8, 1, True)])
+def test_block_matches_torch_transformer_encoder_layer(norm_first, n, d_model, h, causal):
+    p = init_block_params(d_model, h, seed=n)
+    x = np.random.default_rng(1).standard_normal((2, n, d_model))
+    ours = transformer_block(x, p, norm_first=norm_first, is_causal=causal)
+    layer = _torch_layer(p, norm_first)
+    blocked = torch.ones(n, n, dtype=torch.bool).triu(1) if causal else None  # True = blocked in torch.nn
+    with torch.no_grad():
+        theirs = layer(torch.as_tensor(x), src_mask=blocked)
+    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-12)])
+def test_block_on_torch_tensors_matches_numpy_and_keeps_type(dtype, tol):
+    p = init_block_params(16, 4, seed=3)
+    x = np.random.default_rng(2).standard_normal((3, 6, 16))
+    ref = transformer_block(x, p, norm_first=True)
+    out = transformer_block(torch.as_tensor(x, dtype=dtype), p, norm_first=True)
+    assert isinstance(out, torch.Tensor) and out.dtype == dtype
+    np.testing.assert_allclose(out.double().numpy(), ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_block_runs_on_cuda_and_stays_there():
+    p = init_block_params(16, 4, seed=3)
+    x = np.random.default_rng(2).standard_normal((3, 6, 16))
+    out = transformer_block(torch.as_tensor(x, device="cuda"), p, is_causal=True)
+    assert out.device.type == "cuda"
+    np.testing.assert_allclose(out.cpu().numpy(), transformer_block(x, p, is_causal=True), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 5), (4, 7), (2, 3, 16)])
+def test_layer_norm_matches_torch(shape):
+    rng = np.random.default_rng(0)
+    x, w, b = 3 + 5 * rng.standard_normal(shape), rng.standard_normal(shape[-1]), rng.standard_normal(shape[-1])
+    theirs = torch.nn.functional.layer_norm(torch.as_tensor(x), shape[-1:], torch.as_tensor(w), torch.as_tensor(b))
+    np.testing.assert_allclose(layer_norm(x, w, b), theirs.numpy(), rtol=1e-10, atol=1e-12)
+    plain = layer_norm(x)
+    if shape[-1] > 1:
+        np.testing.assert_allclose(plain.mean(-1), 0, atol=1e-12)
+        np.testing.assert_allclose(plain.var(-1), 1, rtol=1e-3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 9), st.integers(0, 8))
+def test_feed_forward_works_within_each_token(n, i):
+    i = i % n
+    rng = np.random.default_rng(n)
+    p = init_block_params(8, 2, seed=n)
+    x = rng.standard_normal((n, 8))
+    x2 = x.copy()
+    x2[i] += rng.standard_normal(8)  # change token i only
+    changed = np.abs(feed_forward(x2, p.w1, p.b1, p.w2, p.b2) - feed_forward(x, p.w1, p.b1, p.w2, p.b2)).max(-1)
+    assert changed[i] > 0
+    assert np.all(np.delete(changed, i) == 0)
+
+
+def test_attention_mixes_tokens():
+    p = init_block_params(8, 2, seed=0)
+    x = np.random.default_rng(0).standard_normal((6, 8))
+    x2 = x.copy()
+    x2[2] += 1.0
+    changed = np.abs(self_attention(x2, p) - self_attention(x, p)).max(-1)
+    assert np.all(changed > 1e-6)  # every token's output moved
+
+
+def test_pre_ln_block_with_zero_sublayers_is_the_identity_and_post_ln_is_not():
+    p = init_block_params(16, 4, seed=0)
+    p.w_o[:] = 0
+    p.w2[:] = 0
+    p.b2[:] = 0
+    x = np.random.default_rng(0).standard_normal((5, 16)) * 3 + 1
+    np.testing.assert_array_equal(transformer_block(x, p, norm_first=True), x)
+    assert not np.allclose(transformer_block(x, p, norm_first=False), x)
+
+
+def test_post_ln_output_is_normalised_per_token():
+    p = init_block_params(16, 4, seed=0)
+    p.ln2_weight[:] = 1
+    p.ln2_bias[:] = 0
+    out = transformer_block(10 * np.random.default_rng(0).standard_normal((2, 9, 16)), p)
+    np.testing.assert_allclose(out.mean(-1), 0, atol=1e-12)
+    np.testing.assert_allclose(out.std(-1), 1, rtol=1e-3)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(2, 9), st.randoms(use_true_random=False))
+def test_block_is_permutation_equivariant_without_positions(n, r):
+    perm = np.array(r.sample(range(n), n))
+    p = init_block_params(8, 2, seed=n)
+    x = np.random.default_rng(n).standard_normal((n, 8))
+    np.testing.assert_allclose(transformer_block(x[perm], p), transformer_block(x, p)[perm], rtol=1e-9, atol=1e-12)
+
+
+def test_positional_encoding_breaks_the_permutation_symmetry():
+    n, d = 6, 8
+    p = init_block_params(d, 2, seed=0)
+    x = np.random.default_rng(0).standard_normal((n, d))
+    perm = np.array([1, 0, 2, 3, 5, 4])
+    pe = sinusoidal_positional_encoding(n, d)
+    assert not np.allclose(transformer_block(x[perm] + pe, p), transformer_block(x + pe, p)[perm], atol=1e-3)
+
+
+def test_sinusoidal_positional_encoding_values():
+    pe = sinusoidal_positional_encoding(50, 16)
+    assert pe.shape == (50, 16)
+    np.testing.assert_array_equal(pe[0], np.tile([0.0, 1.0], 8))  # sin 0, cos 0
+    np.testing.assert_allclose(pe[:, 0], np.sin(np.arange(50)))   # fastest clock: wavelength 2π
+    np.testing.assert_allclose(pe[:, 14], np.sin(np.arange(50) / 10000 ** (14 / 16)))
+    np.testing.assert_allclose(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2, 1)  # each pair lies on the unit circle
+    dist = np.linalg.norm(pe[:, None] - pe[None], axis=-1)
+    assert dist[~np.eye(50, dtype=bool)].min() > 0.1  # every position has its own code
+
+
+def test_positional_encoding_follows_like():
+    pe = sinusoidal_positional_encoding(3, 4, like=torch.zeros(1, dtype=torch.float32))
+    assert isinstance(pe, torch.Tensor) and pe.dtype == torch.float32
+
+
+def test_bad_sizes_raise_errors_that_name_the_argument():
+    with pytest.raises(ValueError, match="d_model must be even"):
+        sinusoidal_positional_encoding(4, 5)
+    with pytest.raises(ValueError, match="num_heads"):
+        init_block_params(10, 3)
+    with pytest.raises(ValueError, match=r"x has shape \(4, 6\).*d_model = 8"):
+        transformer_block(np.zeros((4, 6)), init_block_params(8, 2))
+
+
+def test_parameter_counts():
+    counts = init_block_params(16, 4).num_parameters()
+    assert counts == {"attention": 4 * 16 * 16, "layer_norms": 4 * 16,
+                      "ffn": 16 * 64 + 64 + 64 * 16 + 16, "total": 1024 + 64 + 2128}
