@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-__all__ = ["fig_to_png", "heatmap"]
+__all__ = ["fig_to_png", "heatmap", "bars"]
 
 
 def fig_to_png(fig, dpi: int = 80) -> bytes:
@@ -39,3 +39,39 @@ def heatmap(ax, a, *, row_labels=None, col_labels=None, fmt="{:.2f}", cmap="Blue
             else:
                 ax.text(j, i, "−∞" if val < 0 else "∞", ha="center", va="center", fontsize=8)
     return im
+
+
+def bars(ax, values, labels, *, title=None, ylabel=None, ylim=None, color="C0", fmt="{:.2f}"):
+    """Draw a 1-D array as labelled bars on ``ax``, each value written above its bar.
+
+    Args:
+        ax: a matplotlib Axes.
+        values: 1-D array of the heights.
+        labels: one tick label per bar.
+        title, ylabel: text for the axes. Default: ``None``.
+        ylim: ``(low, high)`` limits of the y axis. Default: ``None`` (automatic).
+        color: bar colour. Default: ``"C0"``.
+        fmt: format of the value annotations. Default: ``"{:.2f}"``.
+
+    Returns:
+        the ``BarContainer``.
+    """
+    import numpy as np
+
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 1 or len(values) != len(labels):
+        raise ValueError(f"bars needs a 1-D array with one label per value, got values of shape "
+                         f"{values.shape} and {len(labels)} labels")
+    container = ax.bar(range(len(values)), values, color=color)
+    ax.set_xticks(range(len(values)), labels=labels)
+    ax.axhline(0, color="black", linewidth=0.6)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    for x, val in enumerate(values):
+        ax.annotate(fmt.format(val), (x, val), xytext=(0, 2 if val >= 0 else -2), textcoords="offset points",
+                    ha="center", va="bottom" if val >= 0 else "top", fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=9)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    return container
