@@ -3,14 +3,23 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The site serves its own MathJax, require.js and widget manager (no CDN): installed from
+# npm (package-lock.json) and copied into site_assets/vendor/ (git-ignored).
+ASSETS := site_assets/vendor/VERSIONS.json
+CHROMIUM ?= /usr/bin/chromium
+# apt-get needs root: CI runs as root; elsewhere use sudo when there is one
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || command -v sudo)
+# the browser and book-link tests run after the book is built, not with the unit tests
+SITE_TESTS := tests/browser tests/test_book.py
 export PYTHONHASHSEED := 0
-export MPLBACKEND := Agg
 
-.PHONY: help venv book test unit nbval book-check notebooks bench gpu-check freeze clean
+.PHONY: help venv assets node chromium book test unit nbval book-check browser notebooks bench gpu-check freeze clean
 
 help:
 	@echo "make book       build the website into _build/html (executes every notebook)"
-	@echo "make test       unit/property/exercise tests, strict nbval on every chapter, the book build"
+	@echo "make test       unit/property/exercise tests, strict nbval on every chapter, the book build,"
+	@echo "                then the site in headless Chromium with the network cut (make browser)"
+	@echo "make browser    only the site checks (links, offline browser tests) on the last build"
 	@echo "make notebooks  re-execute every chapter and store its outputs (after editing one)"
 	@echo "make bench      run the benchmarks"
 
@@ -23,23 +32,42 @@ $(STAMP): requirements.txt pyproject.toml
 
 venv: $(STAMP)
 
-book: venv
+# npm comes from Debian when the machine has none
+node:
+	@command -v npm >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q nodejs npm; }
+
+$(ASSETS): package.json package-lock.json tools/vendor_assets.py
+	@$(MAKE) --no-print-directory node
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	$(PYTHON) tools/vendor_assets.py
+
+assets: $(ASSETS)
+
+# Debian's Chromium for the browser tests (Playwright drives it; no browser download)
+chromium:
+	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
+
+book: venv assets
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo
 	@echo "Built. Open _build/html/index.html in a browser, or serve it:"
 	@echo "  $(BIN)/python -m http.server -d _build/html 8000   # then visit http://127.0.0.1:8000"
 
 unit: venv
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q tests $(SITE_TESTS:%=--ignore=%)
 
 nbval: venv
 	$(BIN)/python -m pytest -q --nbval --nbval-current-env --nbval-cell-timeout=300 chapters
 
-book-check: venv
+book-check: venv assets
 	rm -rf _build/html _build/.doctrees
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
+browser: venv chromium
+	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -p no:cacheprovider $(SITE_TESTS)
+
 test: unit nbval book-check
+	@$(MAKE) --no-print-directory browser
 
 notebooks: venv
 	$(BIN)/python tools/run_notebooks.py
@@ -48,7 +76,7 @@ bench: venv
 	$(BIN)/python -m benchmarks
 
 gpu-check: venv
-	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q tests
+	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q tests $(SITE_TESTS:%=--ignore=%)
 	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q --nbval --nbval-current-env chapters
 	$(BIN)/python -m benchmarks
 

@@ -1,0 +1,80 @@
+"""Helpers for chapter 3 (why divide by sqrt(d_k)): Monte Carlo of dot products and
+softmax saturation metrics.
+
+Measuring instruments for the lesson, not part of the attention API: import them as
+``from attnlib import scaling``. Plain NumPy, deterministic for a given seed.
+
+Symbols: ``E`` (= d_k) query/key width, ``S`` number of keys, ``N`` number of samples.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["dot_products", "dot_product_moments", "softmax_np", "softmax_jacobian_np",
+           "saturation", "random_logits"]
+
+
+def dot_products(d_k: int, n: int, rng: np.random.Generator, *, sigma_q: float = 1.0,
+                 sigma_k: float = 1.0, chunk: int = 1 << 20) -> np.ndarray:
+    """``n`` samples of ``q·k`` where ``q`` and ``k`` have ``d_k`` independent
+    ``N(0, sigma²)`` components. Drawn in chunks so memory stays below ~``chunk`` floats.
+    Returns shape ``(n,)``.
+    """
+    rows = max(1, chunk // d_k)
+    out = []
+    for start in range(0, n, rows):
+        m = min(rows, n - start)
+        q = sigma_q * rng.standard_normal((m, d_k))   # (m, E)
+        k = sigma_k * rng.standard_normal((m, d_k))   # (m, E)
+        out.append(np.einsum("me,me->m", q, k))       # row-wise dot products -> (m,)
+    return np.concatenate(out)
+
+
+def dot_product_moments(d_ks, n: int = 5000, seed: int = 0, **kw) -> tuple[np.ndarray, np.ndarray]:
+    """Sample mean and variance of ``q·k`` for every ``d_k`` in ``d_ks``.
+
+    Returns ``(means, variances)``, each of shape ``(len(d_ks),)``.
+    """
+    rng = np.random.default_rng(seed)
+    samples = [dot_products(int(d), n, rng, **kw) for d in d_ks]
+    return np.array([s.mean() for s in samples]), np.array([s.var() for s in samples])
+
+
+def softmax_np(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Stable softmax in NumPy (used here so the helpers do not depend on the core)."""
+    z = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def softmax_jacobian_np(p: np.ndarray) -> np.ndarray:
+    """Jacobian of softmax given its output ``p`` (shape ``(..., S)``):
+    ``diag(p) - p pᵀ``, shape ``(..., S, S)``."""
+    return p[..., :, None] * np.eye(p.shape[-1]) - p[..., :, None] * p[..., None, :]
+
+
+def random_logits(d_k: int, S: int, trials: int, rng: np.random.Generator,
+                  scaled: bool) -> np.ndarray:
+    """Scores of one query against ``S`` keys, ``trials`` times: ``K q`` (optionally
+    ``/ sqrt(d_k)``) with unit-variance components. Returns ``(trials, S)``."""
+    q = rng.standard_normal((trials, d_k, 1))            # (N, E, 1)
+    k = rng.standard_normal((trials, S, d_k))            # (N, S, E)
+    s = (k @ q)[..., 0]                                  # (N, S, E) @ (N, E, 1) -> (N, S)
+    return s / math.sqrt(d_k) if scaled else s
+
+
+def saturation(logits: np.ndarray) -> dict:
+    """How saturated the softmax of each row of ``logits`` (shape ``(N, S)``) is.
+
+    Returns a dict of averages over the rows:
+    ``max_weight`` (largest weight, 1/S = uniform, 1 = one-hot), ``entropy`` (nats;
+    ln S = uniform, 0 = one-hot) and ``jacobian_norm`` (Frobenius norm of
+    ``diag(p) - p pᵀ``: how much the weights can still move, 0 = frozen).
+    """
+    p = softmax_np(logits)                               # (N, S)
+    ent = -(p * np.log(np.where(p > 0, p, 1.0))).sum(-1)  # 0·log 0 = 0
+    jac = np.linalg.norm(softmax_jacobian_np(p), axis=(-2, -1))
+    return {"max_weight": float(p.max(-1).mean()), "entropy": float(ent.mean()),
+            "jacobian_norm": float(jac.mean())}

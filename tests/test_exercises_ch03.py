@@ -1,0 +1,109 @@
+"""Chapter 3 exercises: references are right (the Jacobian against torch autograd),
+stubs report "not attempted", every catalogued mistake is recognised as itself, and
+other correct solutions pass."""
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from attnlib.exercises import EXERCISES, check
+from attnlib.exercises.ch03_scaling import dot_product_variance_reference, softmax_jacobian_reference
+
+NAMES = ["dot_product_variance", "softmax_jacobian"]
+
+
+def _stub(name):
+    ns = {}
+    exec(EXERCISES[name].stub, ns)
+    return next(v for k, v in ns.items() if callable(v) and not k.startswith("__"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_passes_and_stub_is_not_attempted(name):
+    assert check(name, EXERCISES[name].reference).passed
+    assert check(name, _stub(name)).status == "not_attempted"
+
+
+@pytest.mark.parametrize("name,key", [(n, m.key) for n in NAMES for m in EXERCISES[n].mistakes])
+def test_each_mistake_is_recognised_as_itself(name, key):
+    m = EXERCISES[name].mistake(key)
+    r = check(name, m.fn)
+    assert r.status == "failed"
+    assert r.mistake == key, r.message
+    assert r.message.startswith(m.title)
+
+
+# --------------------------------------------------------------------------- dot_product_variance
+
+def test_dot_product_variance_accepts_unbiased_torch_var():
+    # torch.var divides by N - 1 by default; the checker accepts either convention
+    def with_torch(q, k):
+        return torch.einsum("ne,ne->n", torch.as_tensor(q), torch.as_tensor(k)).var().item()
+
+    assert check("dot_product_variance", with_torch).passed
+
+
+def test_dot_product_variance_reference_is_close_to_theory():
+    rng = np.random.default_rng(7)
+    for d_k, sq, sk in [(4, 1.0, 1.0), (64, 1.0, 1.0), (32, 2.0, 0.5), (16, 3.0, 1.5)]:
+        q, k = sq * rng.standard_normal((20000, d_k)), sk * rng.standard_normal((20000, d_k))
+        assert dot_product_variance_reference(q, k) == pytest.approx(sq**2 * sk**2 * d_k, rel=0.05)
+
+
+def test_dot_product_variance_catalogue_is_not_the_reference():
+    # every mistake differs from the reference on at least one case (honest catalogue)
+    ex = EXERCISES["dot_product_variance"]
+    for m in ex.mistakes:
+        assert any(not np.isclose(m.fn(*c.args), ex.reference(*c.args), rtol=ex.rtol) for c in ex.cases()), m.key
+
+
+# --------------------------------------------------------------------------- softmax_jacobian
+
+def _autograd_jacobian(x):
+    t = torch.as_tensor(x, dtype=torch.float64)
+    flat = t.reshape(-1, t.shape[-1])
+    jacs = [torch.autograd.functional.jacobian(lambda z: torch.softmax(z, -1), row) for row in flat]
+    return torch.stack(jacs).reshape(*t.shape, t.shape[-1]).numpy()
+
+
+@pytest.mark.parametrize("shape", [(1,), (4,), (3, 5), (2, 3, 4), (1, 1, 7)])
+def test_softmax_jacobian_reference_matches_autograd(shape):
+    x = np.random.default_rng(sum(shape)).standard_normal(shape) * 3
+    np.testing.assert_allclose(softmax_jacobian_reference(x), _autograd_jacobian(x), rtol=1e-10, atol=1e-12)
+
+
+def test_softmax_jacobian_every_case_matches_autograd():
+    for c in EXERCISES["softmax_jacobian"].cases():
+        np.testing.assert_allclose(softmax_jacobian_reference(*c.args), _autograd_jacobian(*c.args),
+                                   rtol=1e-9, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(arrays(np.float64, st.tuples(st.integers(1, 3), st.integers(1, 6)),
+              elements=st.floats(-50, 50, allow_nan=False)))
+def test_softmax_jacobian_is_symmetric_psd_with_zero_row_sums(x):
+    J = softmax_jacobian_reference(x)
+    np.testing.assert_allclose(J, np.swapaxes(J, -1, -2), atol=1e-15)
+    np.testing.assert_allclose(J.sum(-1), 0.0, atol=1e-12)
+    assert (np.linalg.eigvalsh(J) > -1e-12).all()
+
+
+def test_softmax_jacobian_accepts_an_autograd_solution():
+    assert check("softmax_jacobian", _autograd_jacobian).passed
+
+
+def test_softmax_jacobian_accepts_a_loop_solution():
+    def loops(x):
+        x = np.asarray(x, dtype=float)
+        out = np.empty(x.shape + (x.shape[-1],))
+        for idx in np.ndindex(*x.shape[:-1]):
+            e = np.exp(x[idx] - x[idx].max())
+            p = e / e.sum()
+            for i in range(len(p)):
+                for j in range(len(p)):
+                    out[idx + (i, j)] = p[i] * ((i == j) - p[j])
+        return out
+
+    assert check("softmax_jacobian", loops).passed

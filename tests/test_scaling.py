@@ -1,0 +1,75 @@
+"""Chapter 3 helpers: the Monte Carlo agrees with Var(q·k) = σ_q² σ_k² d_k and mean 0,
+the Jacobian agrees with autograd, and the saturation metrics have the right limits."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from attnlib import scaling as sc
+
+
+def test_monte_carlo_variance_grows_like_d_k_and_mean_stays_zero():
+    d = 2 ** np.arange(0, 11)
+    n = 5000
+    means, variances = sc.dot_product_moments(d, n=n, seed=0)
+    np.testing.assert_allclose(variances / d, 1.0, rtol=0.1)
+    # mean 0 within 4 standard errors (std of the mean = sqrt(d_k / n))
+    assert (np.abs(means) < 4 * np.sqrt(d / n)).all()
+
+
+@pytest.mark.parametrize("sq,sk,d_k", [(2.0, 0.5, 32), (3.0, 1.0, 8), (0.1, 0.2, 512)])
+def test_monte_carlo_variance_scales_with_sigmas(sq, sk, d_k):
+    _, v = sc.dot_product_moments([d_k], n=20000, seed=1, sigma_q=sq, sigma_k=sk)
+    assert v[0] == pytest.approx(sq**2 * sk**2 * d_k, rel=0.05)
+
+
+def test_dot_products_chunking_does_not_change_the_distribution_size():
+    rng = np.random.default_rng(0)
+    assert sc.dot_products(1000, 2500, rng, chunk=10_000).shape == (2500,)
+
+
+def test_softmax_np_matches_torch_and_survives_large_logits():
+    x = np.random.default_rng(0).standard_normal((3, 7)) * 500
+    np.testing.assert_allclose(sc.softmax_np(x), torch.softmax(torch.from_numpy(x), -1).numpy(), atol=1e-12)
+
+
+def test_softmax_jacobian_np_matches_autograd():
+    x = torch.randn(7, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    J = torch.autograd.functional.jacobian(lambda z: torch.softmax(z, -1), x).numpy()
+    np.testing.assert_allclose(sc.softmax_jacobian_np(sc.softmax_np(x.numpy())), J, atol=1e-14)
+
+
+@settings(max_examples=30, deadline=None)
+@given(arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(2, 9)),
+              elements=st.floats(-30, 30, allow_nan=False)))
+def test_saturation_metrics_stay_in_their_ranges(x):
+    m = sc.saturation(x)
+    S = x.shape[-1]
+    assert 1 / S - 1e-12 <= m["max_weight"] <= 1 + 1e-12
+    assert -1e-12 <= m["entropy"] <= math.log(S) + 1e-12
+    assert 0 <= m["jacobian_norm"] <= 1
+
+
+def test_saturation_limits_uniform_and_one_hot():
+    S = 8
+    uni = sc.saturation(np.zeros((1, S)))
+    assert uni["max_weight"] == pytest.approx(1 / S)
+    assert uni["entropy"] == pytest.approx(math.log(S))
+    hot = sc.saturation(np.array([[1000.0] + [0.0] * (S - 1)]))
+    assert hot["max_weight"] == pytest.approx(1.0)
+    assert hot["entropy"] == pytest.approx(0.0, abs=1e-12)
+    assert hot["jacobian_norm"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_unscaled_logits_saturate_and_scaled_ones_do_not():
+    rng = np.random.default_rng(0)
+    big_raw = sc.saturation(sc.random_logits(1024, 16, 300, rng, scaled=False))
+    big_scaled = sc.saturation(sc.random_logits(1024, 16, 300, rng, scaled=True))
+    small_scaled = sc.saturation(sc.random_logits(4, 16, 300, rng, scaled=True))
+    assert big_raw["max_weight"] > 0.9 and big_scaled["max_weight"] < 0.4
+    assert big_raw["jacobian_norm"] < 0.3 * big_scaled["jacobian_norm"]
+    assert big_scaled["entropy"] == pytest.approx(small_scaled["entropy"], rel=0.1)
