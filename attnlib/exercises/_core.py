@@ -4,13 +4,32 @@ with the reference on deterministic cases, and name the known mistake it matches
 An :class:`Exercise` bundles a stub, a reference solution, a list of :class:`Case`
 inputs and a catalogue of :class:`Mistake` implementations. :func:`check` never raises
 and never hangs: every failure of the learner's code becomes a :class:`CheckResult`.
+
+How a check runs:
+
+1. The learner's function is called on every case in a worker thread with a time
+   limit (an infinite Python loop is stopped by raising an exception inside that
+   thread). What it prints is captured, inputs are compared before and after the call
+   (mutation), and the output is converted to NumPy (torch tensors, CPU or CUDA, are
+   fine) and compared with the reference in float64.
+2. If any case fails, every catalogued mistake (``kind="output"``) is run on the same
+   cases; a mistake is recognised when, case by case, it gives the learner's output or
+   raises where the learner's code raised, and it gave a value on at least one case.
+   The result then names the misconception and the fix; otherwise it reports the first
+   failing case, its input shapes and the largest difference.
+3. If every case passes, the optional ``perf_case`` is timed (``kind="slow"``) and the
+   optional ``extra_check`` runs (it may name a ``kind="custom"`` mistake by its key).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import ctypes
+import difflib
 import html
-import math
+import inspect
+import io
+import re
 import threading
 import time
 import warnings
@@ -36,9 +55,15 @@ class Mistake:
     """A known wrong answer.
 
     ``fn`` is a working implementation *of the mistake*. The checker recognises the
-    mistake when the learner's outputs equal ``fn``'s outputs on every case. With
-    ``kind="slow"`` it is recognised by time instead (see ``Exercise.perf_case``), and
-    with ``kind="mutates"`` by the input being changed in place.
+    mistake when, on every case, the learner's output equals ``fn``'s output, or both
+    raise (a mistake such as ``weights.T @ v`` only fails with an error when L != S);
+    ``fn`` must give a value on at least one case. ``variants`` are other ways learners
+    write the same mistake (e.g. ``softmax(scores, axis=0)`` next to ``axis=-2``), tried
+    after ``fn`` with the same message.
+
+    With ``kind="slow"`` the mistake is recognised by time instead (see
+    ``Exercise.perf_case``), with ``kind="mutates"`` by the input being changed in place,
+    and with ``kind="custom"`` by ``Exercise.extra_check`` returning its ``key``.
     """
 
     key: str
@@ -46,6 +71,7 @@ class Mistake:
     message: str
     fn: Callable
     kind: str = "output"  # "output" | "slow" | "mutates" | "custom"
+    variants: tuple = ()
 
 
 @dataclass
@@ -61,14 +87,18 @@ class Exercise:
         cases: returns the list of :class:`Case` inputs (deterministic, seeded).
         mistakes: the catalogue of known wrong answers, checked in order.
         hint: shown with any failure that matches no catalogued mistake.
-        rtol, atol: tolerances of the comparison (done in float64).
+        rtol, atol: tolerances of the comparison (done in float64). A float32 answer is
+            compared with at least ``rtol=1e-4, atol=1e-6`` (its own rounding error).
         output_kind: ``"float"`` (arrays of reals), ``"bool"`` (bool arrays), ``"int"``
             (integers) or ``"any"`` (compared with ``==`` after conversion).
         time_limit: seconds one call may take before it is stopped. Default: 5.
         perf_case: an optional larger case that is only timed.
         slow_limit: seconds ``perf_case`` may take before the answer is called too slow.
         extra_check: ``extra_check(fn) -> str | None``, run after the value checks pass
-            (e.g. a peak-memory limit); a string is the failure message.
+            (e.g. a peak-memory limit); a string is the failure message, or the key of a
+            ``kind="custom"`` mistake, which is then reported with its title and message.
+        total_time_limit: seconds all cases together may take. Default: ``None``
+            (three times ``time_limit``).
     """
 
     name: str
@@ -86,6 +116,7 @@ class Exercise:
     perf_case: Case | None = None
     slow_limit: float = 2.0
     extra_check: Callable | None = None
+    total_time_limit: float | None = None
 
     def mistake(self, key: str) -> Mistake:
         for m in self.mistakes:
@@ -94,8 +125,21 @@ class Exercise:
         raise KeyError(f"exercise {self.name!r} has no mistake {key!r}; known: "
                        f"{[m.key for m in self.mistakes]}")
 
+    def all_cases(self) -> list:
+        """The cases as a list (``cases`` may be a function or a plain list)."""
+        return list(self.cases() if callable(self.cases) else self.cases)
+
+    def signature(self) -> str:
+        """The ``def ...:`` line of the stub, e.g. ``def softmax(x, axis=-1):``."""
+        m = re.search(r"^def \w+\(.*?\)\s*(?:->[^:\n]*)?:[ \t]*$", self.stub, flags=re.M | re.S)
+        if not m:
+            return f"def {self.name}(...):"
+        return re.sub(r"\(\s+", "(", " ".join(m.group(0).split()))
+
 
 EXERCISES: dict[str, Exercise] = {}
+
+_KINDS = ("output", "slow", "mutates", "custom")
 
 
 def register(ex: Exercise) -> Exercise:
@@ -105,6 +149,11 @@ def register(ex: Exercise) -> Exercise:
     keys = [m.key for m in ex.mistakes]
     if len(set(keys)) != len(keys):
         raise ValueError(f"exercise {ex.name!r} has duplicate mistake keys: {keys}")
+    bad = [m.key for m in ex.mistakes if m.kind not in _KINDS]
+    if bad:
+        raise ValueError(f"exercise {ex.name!r}: mistakes {bad} have an unknown kind; use one of {_KINDS}")
+    if ex.output_kind not in ("float", "bool", "int", "any"):
+        raise ValueError(f"exercise {ex.name!r}: output_kind={ex.output_kind!r}; use float, bool, int or any")
     EXERCISES[ex.name] = ex
     return ex
 
@@ -113,11 +162,20 @@ def register(ex: Exercise) -> Exercise:
 
 _ICON = {"passed": "✓", "failed": "✗", "not_attempted": "…", "error": "!"}
 _COLOUR = {"passed": "#1a7f37", "failed": "#cf222e", "not_attempted": "#6e7781", "error": "#9a6700"}
+_HEAD = {"passed": "passed", "failed": "not yet", "not_attempted": "not attempted",
+         "error": "could not check"}
 
 
 @dataclass
 class CheckResult:
-    """What :func:`check` found. ``status`` is passed, failed, not_attempted or error."""
+    """What :func:`check` found. ``status`` is passed, failed, not_attempted or error.
+
+    ``mistake`` is the key of the recognised mistake (or None); ``details["problem"]``
+    names the kind of failure (``"raised"``, ``"none"``, ``"type"``, ``"shape"``,
+    ``"dtype"``, ``"nan"``, ``"inf"``, ``"value"``, ``"timeout"``, ``"signature"``,
+    ``"mutates"``, ``"slow"``, ``"mistake"``, ``"extra"``); ``details["printed"]`` holds
+    the start of what the learner's function printed.
+    """
 
     name: str
     status: str
@@ -133,12 +191,16 @@ class CheckResult:
     def __bool__(self) -> bool:
         return self.passed
 
+    def _printed(self) -> str:
+        return self.details.get("printed", "") if isinstance(self.details, dict) else ""
+
     def __str__(self) -> str:
-        head = {"passed": "passed", "failed": "not yet", "not_attempted": "not attempted",
-                "error": "could not check"}[self.status]
-        lines = [f"{_ICON[self.status]} {self.name}: {head}", f"  {self.message}"]
+        lines = [f"{_ICON[self.status]} {self.name}: {_HEAD[self.status]}", f"  {self.message}"]
         if self.hint:
             lines.append(f"  Hint: {self.hint}")
+        if self._printed():
+            lines.append("  Your function printed (first lines):")
+            lines += ["    " + s for s in self._printed().splitlines()]
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -147,11 +209,14 @@ class CheckResult:
         c = _COLOUR[self.status]
         hint = (f'<div style="margin-top:.3em"><b>Hint:</b> {html.escape(self.hint)}</div>'
                 if self.hint else "")
-        title = str(self).splitlines()[0]
+        printed = (f'<div style="margin-top:.3em"><b>Your function printed (first lines):</b>'
+                   f'<pre style="margin:.2em 0">{html.escape(self._printed())}</pre></div>'
+                   if self._printed() else "")
+        title = f"{_ICON[self.status]} {self.name}: {_HEAD[self.status]}"
         return (f'<div class="attnlib-check attnlib-check-{self.status}" '
                 f'style="border-left:4px solid {c};padding:.4em .8em;margin:.3em 0">'
                 f'<b style="color:{c}">{html.escape(title)}</b>'
-                f'<div style="white-space:pre-wrap">{html.escape(self.message)}</div>{hint}</div>')
+                f'<div style="white-space:pre-wrap">{html.escape(self.message)}</div>{hint}{printed}</div>')
 
 
 # --------------------------------------------------------------------------- running
@@ -160,70 +225,168 @@ class _Timeout(BaseException):
     """Raised inside a learner's function that ran past its time limit."""
 
 
+_THREAD_NAME = "attnlib-exercise"
+_STACK_BYTES = 64 * 2**20   # deep (but finite) recursion must raise RecursionError, not crash
+_STUCK: list = []            # worker threads that did not stop when asked (inside a long C call)
+
+
+def _interrupt(th: threading.Thread) -> None:
+    """Ask thread ``th`` to raise :class:`_Timeout` at its next Python instruction."""
+    if not th.is_alive() or th.ident is None:
+        return
+    tid = ctypes.c_ulong(th.ident)
+    n = ctypes.pythonapi.PyThreadState_SetAsyncExc(tid, ctypes.py_object(_Timeout))
+    if n > 1:  # never expected; undo as the C API documentation says
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(tid, None)
+
+
+def _stop(th: threading.Thread, seconds: float = 1.0) -> bool:
+    """Interrupt ``th`` repeatedly (it may catch one exception) for up to ``seconds``;
+    returns whether it stopped."""
+    deadline = time.perf_counter() + seconds
+    while th.is_alive() and time.perf_counter() < deadline:
+        _interrupt(th)
+        th.join(0.02)
+    return not th.is_alive()
+
+
+def _reap_stuck() -> int:
+    """Interrupt again the threads that were stuck earlier; returns how many still run."""
+    for th in list(_STUCK):
+        if th.is_alive():
+            _stop(th, 0.1)
+        if not th.is_alive():
+            _STUCK.remove(th)
+    return len(_STUCK)
+
+
+class _Tee(io.TextIOBase):
+    """Collects at most ``limit`` characters of what is printed."""
+
+    def __init__(self, limit: int = 2000):
+        self.parts: list[str] = []
+        self.size, self.limit = 0, limit
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s) -> int:
+        s = str(s)
+        if self.size < self.limit:
+            self.parts.append(s[: self.limit - self.size])
+            self.size += len(self.parts[-1])
+        return len(s)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
 def _run_limited(fn: Callable, args: tuple, kwargs: dict, limit: float):
-    """Run ``fn`` in a daemon thread. Returns ``(ok, value_or_exc, seconds)``; a call
-    still running after ``limit`` seconds is interrupted (pure-Python loops stop at once,
-    a long C call when it returns) and reported as ``(False, _Timeout(), limit)``."""
+    """Run ``fn(*args, **kwargs)`` in a daemon thread. Returns ``(ok, value_or_exc,
+    seconds)``; a call still running after ``limit`` seconds is interrupted (pure-Python
+    loops stop at once, a long C call when it returns) and reported as
+    ``(False, _Timeout(), limit)``; if it keeps running it is listed in ``_STUCK``."""
     box: dict[str, Any] = {}
 
     def target():
-        t0 = time.perf_counter()
         try:
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                box["value"] = fn(*args, **kwargs)
-            box["ok"] = True
-        except BaseException as exc:  # noqa: BLE001 - the learner's code may raise anything
-            box["value"], box["ok"] = exc, False
-        box["seconds"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            try:
+                with np.errstate(all="ignore"):  # errstate is per thread; warnings are global
+                    box["value"] = fn(*args, **kwargs)
+                box["ok"] = True
+            except BaseException as exc:  # noqa: BLE001 - the learner's code may raise anything
+                box["value"], box["ok"] = exc, False
+            box["seconds"] = time.perf_counter() - t0
+        except _Timeout:  # arrived just after fn returned; the call is reported as a timeout
+            pass
 
-    th = threading.Thread(target=target, daemon=True, name="attnlib-exercise")
-    th.start()
-    th.join(limit)
-    if th.is_alive():
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(th.ident), ctypes.py_object(_Timeout))
-        th.join(0.5)
+    old = threading.stack_size()
+    try:
+        threading.stack_size(_STACK_BYTES)
+    except (ValueError, RuntimeError):  # pragma: no cover - platform without the setting
+        pass
+    th = threading.Thread(target=target, daemon=True, name=_THREAD_NAME)
+    try:
+        th.start()
+    finally:
+        threading.stack_size(old)
+    try:
+        th.join(max(limit, 0.0))
+    except KeyboardInterrupt:  # the learner pressed "interrupt": stop the worker too
+        _stop(th)
+        raise
+    if th.is_alive() or "seconds" not in box:
+        # Past the limit: a timeout even if the function swallows _Timeout and returns.
+        if th.is_alive() and not _stop(th):
+            _STUCK.append(th)
         return False, _Timeout(), limit
     return box["ok"], box["value"], box["seconds"]
 
 
+# --------------------------------------------------------------------------- converting
+
+def _is_tensor(obj: Any) -> bool:
+    return type(obj).__module__.startswith("torch") and hasattr(obj, "detach") and hasattr(obj, "cpu")
+
+
 def _to_numpy(obj: Any) -> Any:
-    """Torch tensors, NumPy arrays, scalars and (nested) tuples/lists -> NumPy / Python."""
-    if isinstance(obj, (tuple, list)):
+    """Torch tensors, NumPy arrays, scalars and (nested) tuples -> NumPy; lists stay
+    lists (of converted items) so the checker can say "return an array, not a list"."""
+    if isinstance(obj, tuple):
         return tuple(_to_numpy(o) for o in obj)
-    if hasattr(obj, "detach") and hasattr(obj, "cpu"):  # a torch tensor
-        t = obj.detach().cpu()
-        if str(t.dtype) in ("torch.bfloat16", "torch.float16"):
-            t = t.float()
-        return t.numpy()
+    if isinstance(obj, list):
+        return [_to_numpy(o) for o in obj]
+    if _is_tensor(obj):
+        try:
+            t = obj.detach().cpu()
+            if getattr(t, "is_sparse", False):
+                t = t.to_dense()
+            if str(t.dtype) in ("torch.bfloat16", "torch.float16"):
+                t = t.float()
+            return t.resolve_conj().resolve_neg().numpy() if t.is_complex() else t.numpy()
+        except Exception:  # noqa: BLE001 - e.g. an exotic tensor type: reported as a wrong type
+            return obj
     if isinstance(obj, np.ndarray):
         return obj
-    if isinstance(obj, (bool, int, float, np.generic)):
+    if isinstance(obj, (bool, int, float, complex, np.generic)):
         return np.asarray(obj)
-    if hasattr(obj, "__array__"):
-        return np.asarray(obj)
+    if hasattr(obj, "__array__") and not isinstance(obj, (str, bytes, type)):
+        try:
+            return np.asarray(obj)
+        except Exception:  # noqa: BLE001 - a broken __array__ is the learner's object's problem
+            return obj
     return obj
 
 
 def _describe(obj: Any) -> str:
     if isinstance(obj, np.ndarray):
-        return f"array of shape {tuple(obj.shape)} and dtype {obj.dtype}"
+        if obj.ndim == 0:
+            return f"a single number (dtype {obj.dtype})"
+        return f"an array of shape {tuple(obj.shape)} and dtype {obj.dtype}"
     if isinstance(obj, tuple):
-        return "tuple of " + ", ".join(_describe(o) for o in obj)
-    return f"{type(obj).__name__}"
+        return "a tuple (" + ", ".join(_describe(o) for o in obj) + ")"
+    if isinstance(obj, list):
+        return f"a Python list of {len(obj)} items"
+    if obj is None:
+        return "None"
+    return f"an object of type {type(obj).__name__}"
 
 
 def _shapes(case: Case) -> str:
-    parts = []
-    for a in case.args:
+    def one(a):
         a_np = _to_numpy(a)
-        parts.append(str(tuple(a_np.shape)) if isinstance(a_np, np.ndarray) and a_np.ndim else repr(a))
-    parts += [f"{k}={_to_numpy(v).shape if hasattr(v, 'shape') else v!r}" for k, v in case.kwargs.items()]
+        if isinstance(a_np, np.ndarray) and a_np.ndim:
+            return str(tuple(a_np.shape))
+        r = repr(a)
+        return r if len(r) <= 40 else r[:37] + "..."
+    parts = [one(a) for a in case.args]
+    parts += [f"{k}={one(v)}" for k, v in case.kwargs.items()]
     return ", ".join(parts)
 
 
 def _snapshot(obj: Any) -> Any:
-    if hasattr(obj, "detach") and hasattr(obj, "clone"):
+    if _is_tensor(obj):
         return obj.detach().clone()
     try:
         return copy.deepcopy(obj)
@@ -234,73 +397,169 @@ def _snapshot(obj: Any) -> Any:
 def _same_input(a: Any, b: Any) -> bool:
     a_np, b_np = _to_numpy(a), _to_numpy(b)
     if isinstance(a_np, np.ndarray) and isinstance(b_np, np.ndarray):
-        return a_np.shape == b_np.shape and np.array_equal(a_np, b_np, equal_nan=a_np.dtype.kind in "fc")
-    if isinstance(a_np, tuple) and isinstance(b_np, tuple):
+        return (a_np.shape == b_np.shape and a_np.dtype == b_np.dtype
+                and np.array_equal(a_np, b_np, equal_nan=a_np.dtype.kind in "fc"))
+    if isinstance(a_np, (tuple, list)) and isinstance(b_np, (tuple, list)):
         return len(a_np) == len(b_np) and all(_same_input(x, y) for x, y in zip(a_np, b_np))
+    if isinstance(a_np, dict) and isinstance(b_np, dict):
+        return a_np.keys() == b_np.keys() and all(_same_input(a_np[k], b_np[k]) for k in a_np)
     try:
         return bool(a_np == b_np)
     except Exception:  # noqa: BLE001
         return True
 
 
-def _compare(got: Any, want: Any, ex: Exercise) -> tuple[bool, str]:
-    """Return ``(equal, why_not)``; ``got`` and ``want`` are already converted."""
+# --------------------------------------------------------------------------- comparing
+
+def _kind_of(want: np.ndarray, declared: str) -> str:
+    """How to compare with ``want``: the exercise's declared kind, except that a bool
+    item of a float exercise is compared as bool."""
+    if declared == "float":
+        return "bool" if want.dtype == bool else "float"
+    return declared
+
+
+def _kind_of_value(value: Any) -> str:
+    """The comparison kind a mistake's own output calls for (used to match mistakes)."""
+    if isinstance(value, np.ndarray):
+        return {"b": "bool", "i": "int", "u": "int", "f": "float"}.get(value.dtype.kind, "any")
+    return "any"
+
+
+def _tolerances(got: np.ndarray, ex: Exercise) -> tuple[float, float]:
+    rtol, atol = ex.rtol, ex.atol
+    if got.dtype in (np.float32, np.complex64):
+        rtol, atol = max(rtol, 1e-4), max(atol, 1e-6)
+    elif got.dtype == np.float16:
+        rtol, atol = max(rtol, 1e-2), max(atol, 1e-3)
+    return rtol, atol
+
+
+def _idx(ix) -> tuple:
+    return tuple(int(i) for i in ix)
+
+
+def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tuple[bool, str, str]:
+    """Return ``(equal, why_not, problem)`` for converted outputs; ``kind`` overrides
+    the comparison kind (used when matching mistakes)."""
     if isinstance(want, tuple):
+        if isinstance(got, list) and len(got) == len(want):  # a list of the right items is fine
+            got = tuple(got)
         if not isinstance(got, tuple) or len(got) != len(want):
-            return False, f"expected a tuple of {len(want)} items, got {_describe(got)}"
+            return False, f"expected a tuple of {len(want)} items, got {_describe(got)}", "type"
         for i, (g, w) in enumerate(zip(got, want)):
-            ok, why = _compare(g, w, ex)
+            ok, why, problem = _compare(g, w, ex, None if kind is None else _kind_of_value(w))
             if not ok:
-                return False, f"item {i}: {why}"
-        return True, ""
+                return False, f"item {i} of the tuple: {why}", problem
+        return True, "", ""
+    if not isinstance(want, np.ndarray):  # e.g. a string: plain equality
+        try:
+            ok = bool(got == want)
+        except Exception:  # noqa: BLE001
+            ok = False
+        return (True, "", "") if ok else (False, f"expected {want!r:.80}, got {got!r:.80}", "value")
+    if isinstance(got, list):
+        return False, (f"expected {_describe(want)}, got a Python list. Return an array: "
+                       "np.asarray(result) (or np.stack(rows) for a list of rows)"), "type"
     if not isinstance(got, np.ndarray):
-        return False, f"expected {_describe(want)}, got {_describe(got)}"
+        return False, f"expected {_describe(want)}, got {_describe(got)}", "type"
+    kind = kind or _kind_of(want, ex.output_kind)
     if got.shape != want.shape:
-        return False, f"expected shape {tuple(want.shape)}, got shape {tuple(got.shape)}"
-    if ex.output_kind == "bool" or want.dtype == bool:
+        if got.ndim == 0:
+            return False, f"expected {_describe(want)}, got a single number", "shape"
+        return False, f"expected shape {tuple(want.shape)}, got shape {tuple(got.shape)}", "shape"
+    if kind == "bool":
         if got.dtype != bool:
-            return False, f"expected a bool array, got dtype {got.dtype} (build it with comparisons or dtype=bool)"
+            return False, (f"expected a bool array, got dtype {got.dtype} (build it with comparisons "
+                           "such as j <= i, or convert with .astype(bool))"), "dtype"
         wrong = np.argwhere(got != want)
         if len(wrong):
-            return False, f"{len(wrong)} entries differ, first at index {tuple(int(i) for i in wrong[0])}"
-        return True, ""
-    if ex.output_kind == "int":
-        if not np.array_equal(got, want):
-            return False, f"expected {want.tolist()}, got {got.tolist()}"
-        return True, ""
+            i = _idx(wrong[0])
+            return False, (f"{len(wrong)} of {want.size} entries differ, first at index {i} "
+                           f"(got {bool(got[i])}, expected {bool(want[i])})"), "value"
+        return True, "", ""
+    if kind in ("int", "any"):
+        try:
+            ok = bool(np.array_equal(got, want, equal_nan=got.dtype.kind in "fc" and want.dtype.kind in "fc"))
+        except Exception:  # noqa: BLE001
+            ok = False
+        if ok:
+            return True, "", ""
+        if want.ndim == 0:
+            return False, f"expected {want.item()!r}, got {got.item()!r}", "value"
+        try:
+            wrong = np.argwhere(got != want)
+            i = _idx(wrong[0])
+            return False, (f"{len(wrong)} of {want.size} entries differ, first at index {i} "
+                           f"(got {got[i]!r}, expected {want[i]!r})"), "value"
+        except Exception:  # noqa: BLE001
+            return False, f"expected {want.tolist()!r:.80}, got {got.tolist()!r:.80}", "value"
     if got.dtype.kind not in "biuf":
-        return False, f"expected numbers, got dtype {got.dtype}"
+        return False, f"expected real numbers, got dtype {got.dtype}", "dtype"
     g, w = got.astype(np.float64), want.astype(np.float64)
-    if np.isnan(g).any() and not np.isnan(w).any():
-        return False, f"the output contains NaN at {int(np.isnan(g).sum())} entries"
-    if np.isinf(g).any() and not np.isinf(w).any():
-        return False, f"the output contains inf at {int(np.isinf(g).sum())} entries"
-    if not np.allclose(g, w, rtol=ex.rtol, atol=ex.atol, equal_nan=True):
+    nan_g, nan_w = np.isnan(g), np.isnan(w)
+    if nan_g.any() and not nan_w.any():
+        first = _idx(np.argwhere(nan_g)[0])
+        return False, (f"the output contains NaN at {int(nan_g.sum())} of {g.size} entries, first at "
+                       f"index {first} (NaN comes from inf - inf, inf / inf or 0 / 0, e.g. when exp "
+                       "overflows or a whole row underflows to 0)"), "nan"
+    inf_g = np.isinf(g)
+    if inf_g.any() and not np.isinf(w).any():
+        first = _idx(np.argwhere(inf_g)[0])
+        return False, (f"the output contains inf at {int(inf_g.sum())} of {g.size} entries, first at "
+                       f"index {first}"), "inf"
+    rtol, atol = _tolerances(got, ex)
+    if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
         with np.errstate(invalid="ignore"):
             diff = np.abs(g - w)
-        diff = np.where(np.isnan(diff), np.inf, diff)
+        diff = np.where(np.isnan(diff) & ~(nan_g & nan_w), np.inf, np.nan_to_num(diff, nan=0.0))
         idx = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
-        return False, (f"largest difference {float(diff[idx]):.3g} at index {tuple(int(i) for i in idx)} "
-                       f"(got {float(g[idx]):.6g}, expected {float(w[idx]):.6g})")
-    return True, ""
+        return False, (f"largest difference {float(diff[idx]):.3g} at index {_idx(idx)} "
+                       f"(got {float(g[idx]):.6g}, expected {float(w[idx]):.6g})"), "value"
+    return True, "", ""
 
 
-def _matches(got: Any, other: Any, ex: Exercise) -> bool:
-    """Whether two outputs are equal (used to recognise a mistake)."""
-    ok, _ = _compare(got, other, ex)
-    if ok:
-        return True
-    # NaN-for-NaN: a mistake that overflows produces NaN where the learner's does too.
-    try:
-        g, o = np.asarray(got, dtype=np.float64), np.asarray(other, dtype=np.float64)
-        return g.shape == o.shape and np.allclose(g, o, rtol=ex.rtol, atol=ex.atol, equal_nan=True)
-    except Exception:  # noqa: BLE001
-        return False
-
+# --------------------------------------------------------------------------- messages
 
 def _fmt_exc(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = str(exc).strip()
+    text = text.splitlines()[0] if text else ""
+    if len(text) > 300:
+        text = text[:297] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _explain_exc(exc: BaseException) -> str:
+    """A sentence that helps with common errors (empty when there is nothing to add)."""
+    text = str(exc)
+    if isinstance(exc, RecursionError):
+        return (" Your function calls itself without end. In a notebook this often happens when a "
+                "helper has the same name as your function (e.g. your softmax calls softmax): rename one.")
+    if ("Tensor" in text and "ndarray" in text) or (
+            isinstance(exc, AttributeError) and "'numpy.ndarray' object has no attribute" in text):
+        return (" The checker passes NumPy arrays. To work in PyTorch, convert first, e.g. "
+                "x = torch.as_tensor(x) (you may return a tensor).")
+    if isinstance(exc, MemoryError):
+        return " Your function asked for more memory than the machine has."
+    return ""
+
+
+def _signature_problem(fn: Callable, case: Case, ex: Exercise) -> str:
+    """Why ``fn`` cannot be called with this case's arguments ('' when it can or when
+    the signature cannot be inspected)."""
+    try:
+        sig = inspect.signature(fn)
+    except Exception:  # noqa: BLE001 - builtins and odd callables: let the call itself tell
+        return ""
+    try:
+        sig.bind(*case.args, **case.kwargs)
+    except TypeError as exc:
+        shown = ", ".join([f"<{type(a).__name__}>" for a in case.args]
+                          + [f"{k}=..." for k in case.kwargs])
+        fname = getattr(fn, "__name__", "fn")
+        return (f"Your function cannot be called the way the checker calls it, {fname}({shown}): {exc}. "
+                f"Keep the stub's signature: `{ex.signature()}`")
+    return ""
 
 
 # --------------------------------------------------------------------------- check
@@ -320,90 +579,191 @@ def check(name: str, fn: Callable) -> CheckResult:
 
         >>> al.exercises.check("softmax", my_softmax).passed
     """
+    tee = _Tee()
     try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
+        with np.errstate(all="ignore"), warnings.catch_warnings(), contextlib.redirect_stdout(tee):
             warnings.simplefilter("ignore")
-            return _check(name, fn)
+            result = _check(name, fn)
     except BaseException as exc:  # noqa: BLE001 - check itself must never raise
         if isinstance(exc, KeyboardInterrupt):
             raise
-        return CheckResult(name, "error", f"The checker itself failed ({_fmt_exc(exc)}). "
-                           "This is a bug in attnlib, not in your code: please report it.")
+        result = CheckResult(str(name), "error", f"The checker itself failed ({_fmt_exc(exc)}). "
+                             "This is a bug in attnlib, not in your code: please report it.")
+    printed = tee.text().strip("\n")
+    if printed:
+        lines = printed.splitlines()
+        shown = "\n".join(line[:200] for line in lines[:8]) + ("\n..." if len(lines) > 8 else "")
+        result.details["printed"] = shown
+    return result
+
+
+def _fail(ex: Exercise, message: str, problem: str, *, mistake: str | None = None,
+          hint: bool = True, **details) -> CheckResult:
+    return CheckResult(ex.name, "failed", message, hint=ex.hint if hint else "", mistake=mistake,
+                       details={"problem": problem, **details})
+
+
+def _stuck_note() -> str:
+    if not _STUCK:
+        return ""
+    return (" It is still running in the background (inside a long NumPy/C call or a sleep) and "
+            "stops when that call returns; if the notebook gets slow, restart the kernel.")
 
 
 def _check(name: str, fn: Callable) -> CheckResult:
+    if not isinstance(name, str):
+        if isinstance(fn, str) and callable(name):
+            return CheckResult(str(fn), "error", "The arguments are swapped: call "
+                               f"check({fn!r}, your_function), the exercise name first.")
+        return CheckResult(repr(name), "error", "check(name, fn) needs the exercise name as a string, "
+                           f"e.g. check('softmax', my_softmax); got {type(name).__name__}.")
     ex = EXERCISES.get(name)
     if ex is None:
-        return CheckResult(str(name), "error", f"There is no exercise called {name!r}. "
-                           f"Known exercises: {', '.join(sorted(EXERCISES))}.")
+        close = difflib.get_close_matches(name, list(EXERCISES), n=1)
+        return CheckResult(name, "error", f"There is no exercise called {name!r}."
+                           + (f" Did you mean {close[0]!r}?" if close else "")
+                           + f" Known exercises: {', '.join(sorted(EXERCISES))}.")
     if not callable(fn):
         return CheckResult(name, "error", f"check({name!r}, fn) needs a function, got {type(fn).__name__}. "
                            "Pass the function itself, without calling it: check(name, my_fn).")
+    _reap_stuck()
+    cases = ex.all_cases()
+    found = _run_cases(ex, fn, cases)
+    if isinstance(found, CheckResult):
+        return found
+    outcomes, failures = found
+    if failures:
+        return _diagnose(ex, cases, outcomes, failures)
+    for later in (_check_speed, _check_extra):  # (a failed CheckResult is falsy: no `or` chain)
+        result = later(ex, fn)
+        if result is not None:
+            return result
+    return CheckResult(name, "passed", f"All {len(cases)} cases match the reference"
+                       + (" and it is fast enough." if ex.perf_case is not None else "."),
+                       details={"problem": None})
 
-    cases = ex.cases()
-    outs, wants, failures = [], [], []
+
+def _run_cases(ex: Exercise, fn: Callable, cases: list):
+    """Run ``fn`` on every case. Returns a final :class:`CheckResult` (not attempted,
+    timeout, signature, mutation) or ``(outcomes, failures)``: one ``("value", output)``
+    or ``("raised", exception)`` per case, and ``(case index, message, problem)`` for
+    each case that differs from the reference."""
+    budget = ex.total_time_limit if ex.total_time_limit is not None else 3 * ex.time_limit
+    start = time.perf_counter()
+    outcomes: list[tuple[str, Any]] = []
+    failures: list[tuple[int, str, str]] = []
     for i, case in enumerate(cases):
+        where = f"case {i + 1} of {len(cases)} ({case.label}; inputs {_shapes(case)})"
+        problem = _signature_problem(fn, case, ex)
+        if problem:
+            return _fail(ex, problem + ".", "signature", hint=False)
         args, kwargs = _snapshot(case.args), _snapshot(case.kwargs)
         before = (_snapshot(args), _snapshot(kwargs))
-        ok, value, _ = _run_limited(fn, args, kwargs, ex.time_limit)
-        where = f"case {i + 1} of {len(cases)} ({case.label}; inputs {_shapes(case)})"
-        if not ok:
-            if isinstance(value, NotImplementedError):
-                return CheckResult(name, "not_attempted", "Not attempted yet: the function still raises "
-                                   "NotImplementedError. Replace `raise NotImplementedError` with your code.",
-                                   hint=ex.hint)
-            if isinstance(value, _Timeout):
-                return CheckResult(name, "failed", f"Your function ran longer than {ex.time_limit:g} s on {where} "
-                                   "and was stopped. Look for an infinite loop, or replace Python loops over "
-                                   "single numbers with array operations.", hint=ex.hint)
-            return CheckResult(name, "failed", f"Your function raised {_fmt_exc(value)} on {where}.",
-                               hint=ex.hint)
+        limit = min(ex.time_limit, max(budget - (time.perf_counter() - start), 0.05))
+        ok, value, _ = _run_limited(fn, args, kwargs, limit)
+        if not ok and isinstance(value, _Timeout):
+            what = (f"ran longer than {ex.time_limit:g} s on {where}" if limit >= ex.time_limit else
+                    f"took more than {budget:g} s for the first {i + 1} cases (stopped on {where})")
+            return _fail(ex, f"Your function {what} and was stopped. Look for an infinite loop, or "
+                         "replace Python loops over single numbers with array operations." + _stuck_note(),
+                         "timeout", case=i)
+        if not ok and isinstance(value, NotImplementedError) and i == 0:
+            return CheckResult(ex.name, "not_attempted", "Not attempted yet: the function still raises "
+                               "NotImplementedError. Replace `raise NotImplementedError` with your code.",
+                               details={"problem": "not_attempted"})
         if not (_same_input(args, before[0]) and _same_input(kwargs, before[1])):
             m = next((m for m in ex.mistakes if m.kind == "mutates"), None)
-            msg = (m.message if m else "Your function changed its input in place. Work on a copy "
-                   "(e.g. x = x - m instead of x -= m) so the caller's array is left unchanged.")
-            return CheckResult(name, "failed", msg, mistake=m.key if m else "mutates_input")
-        if value is None:
-            return CheckResult(name, "failed", f"Your function returned None on {where}. "
-                               "Did you forget the `return` statement?", hint=ex.hint)
-        got = _to_numpy(value)
-        want = _to_numpy(ex.reference(*_snapshot(case.args), **_snapshot(case.kwargs)))
-        same, why = _compare(got, want, ex)
-        outs.append(got)
-        wants.append(want)
-        if not same:
-            failures.append((i, case, where, why))
-
-    if failures:
-        for m in ex.mistakes:
-            if m.kind != "output":
-                continue
-            if all(_matches(got, _to_numpy(m.fn(*_snapshot(c.args), **_snapshot(c.kwargs))), ex)
-                   for got, c in zip(outs, cases)):
-                return CheckResult(name, "failed", f"{m.title}. {m.message}", mistake=m.key)
-        i, case, where, why = failures[0]
-        return CheckResult(name, "failed", f"Wrong result on {where}: {why}. "
-                           f"{len(failures)} of {len(cases)} cases differ from the reference.",
-                           hint=ex.hint, details={"case": i})
-
-    if ex.perf_case is not None:
-        c = ex.perf_case
-        ok, value, secs = _run_limited(fn, _snapshot(c.args), _snapshot(c.kwargs), ex.time_limit)
-        slow = next((m for m in ex.mistakes if m.kind == "slow"), None)
-        if (ok and secs > ex.slow_limit) or isinstance(value, _Timeout):
-            msg = (f"{slow.title}. {slow.message}" if slow else
-                   "Correct, but far too slow: use array operations instead of Python loops over numbers.")
-            return CheckResult(name, "failed", msg + f" (On inputs {_shapes(c)} it took over "
-                               f"{ex.slow_limit:g} s; the reference takes milliseconds.)",
-                               mistake=slow.key if slow else "too_slow")
+            msg = (f"{m.title}. {m.message}" if m else "Your function changed its input in place. Work on "
+                   "a copy (e.g. x = x - m instead of x -= m) so the caller's array is left unchanged.")
+            return _fail(ex, msg + f" (Seen on {where}.)", "mutates",
+                         mistake=m.key if m else "mutates_input", hint=False, case=i)
         if not ok:
-            return CheckResult(name, "failed", f"Your function raised {_fmt_exc(value)} on a larger input "
-                               f"({_shapes(c)}).", hint=ex.hint)
+            outcomes.append(("raised", value))
+            failures.append((i, f"Your function raised {_fmt_exc(value)} on {where}.{_explain_exc(value)}",
+                             "raised"))
+            continue
+        got = _to_numpy(value)
+        outcomes.append(("value", got))
+        if value is None:
+            failures.append((i, f"Your function returned None on {where}. Did you forget the `return` "
+                             "statement (in every branch, e.g. with and without a mask)?", "none"))
+            continue
+        want = _to_numpy(ex.reference(*_snapshot(case.args), **_snapshot(case.kwargs)))
+        same, why, problem = _compare(got, want, ex)
+        if not same:
+            failures.append((i, f"Wrong result on {where}: {why}.", problem))
+    return outcomes, failures
 
-    if ex.extra_check is not None:
-        problem = ex.extra_check(fn)
-        if problem:
-            return CheckResult(name, "failed", problem, hint=ex.hint)
 
-    return CheckResult(name, "passed", f"All {len(cases)} cases match the reference"
-                       + (" and it is fast enough." if ex.perf_case is not None else "."))
+def _diagnose(ex: Exercise, cases: list, outcomes: list, failures: list) -> CheckResult:
+    """Name the catalogued mistake that explains the outcomes, else the first failure."""
+    some_value = any(state == "value" for state, _ in outcomes)  # a mistake must match a value
+    for m in ex.mistakes if some_value else ():
+        if m.kind == "output" and _reproduces(m, outcomes, cases, ex):
+            return _fail(ex, f"{m.title}. {m.message}", "mistake", mistake=m.key, hint=False)
+    i, msg, problem = failures[0]
+    tail = (f" {len(failures)} of {len(cases)} cases fail." if len(failures) > 1 else
+            f" The other {len(cases) - 1} cases pass." if len(cases) > 1 else "")
+    return _fail(ex, msg + tail, problem, case=i)
+
+
+def _check_speed(ex: Exercise, fn: Callable) -> CheckResult | None:
+    """Time ``fn`` on ``ex.perf_case`` (stopped at ``slow_limit``); None when fast enough."""
+    if ex.perf_case is None:
+        return None
+    c = ex.perf_case
+    ok, value, secs = _run_limited(fn, _snapshot(c.args), _snapshot(c.kwargs), ex.slow_limit)
+    if isinstance(value, _Timeout) or (ok and secs > ex.slow_limit):
+        slow = next((m for m in ex.mistakes if m.kind == "slow"), None)
+        msg = (f"{slow.title}. {slow.message}" if slow else
+               "Correct, but far too slow: use array operations instead of Python loops over numbers.")
+        return _fail(ex, msg + f" (On inputs {_shapes(c)} it took over {ex.slow_limit:g} s; the "
+                     "reference takes milliseconds.)" + _stuck_note(), "slow",
+                     mistake=slow.key if slow else "too_slow", hint=False)
+    if not ok:
+        return _fail(ex, f"Your function passes the small cases but raised {_fmt_exc(value)} on a larger "
+                     f"input ({_shapes(c)}).{_explain_exc(value)}", "raised")
+    return None
+
+
+def _check_extra(ex: Exercise, fn: Callable) -> CheckResult | None:
+    """Run ``ex.extra_check(fn)`` in a worker thread; None when it finds nothing."""
+    if ex.extra_check is None:
+        return None
+    ok, problem, _ = _run_limited(ex.extra_check, (fn,), {}, 2 * ex.time_limit + ex.slow_limit)
+    if not ok:
+        why = ("it ran too long and was stopped" if isinstance(problem, _Timeout)
+               else f"your function raised {_fmt_exc(problem)}")
+        return _fail(ex, f"The values are right, but an extra test failed: {why}.", "extra")
+    if not problem:
+        return None
+    m = next((m for m in ex.mistakes if m.key == problem), None)
+    if m is not None:
+        return _fail(ex, f"{m.title}. {m.message}", "mistake", mistake=m.key, hint=False)
+    return _fail(ex, str(problem), "extra")
+
+
+def _outcome(fn: Callable, case: Case) -> tuple[str, Any]:
+    """Run one of *our* functions (a mistake) on a case: ("value", out) or ("raised", exc)."""
+    try:
+        return "value", _to_numpy(fn(*_snapshot(case.args), **_snapshot(case.kwargs)))
+    except Exception as exc:  # noqa: BLE001 - mistakes such as weights.T @ v raise when L != S
+        return "raised", exc
+
+
+def _reproduces(m: Mistake, outcomes: list, cases: list, ex: Exercise) -> bool:
+    """Whether mistake ``m`` (or one of its variants) explains the learner's outcomes."""
+    for impl in (m.fn, *m.variants):
+        values = 0
+        for (state, got), case in zip(outcomes, cases):
+            mstate, mval = _outcome(impl, case)
+            if state != mstate:
+                break
+            if state == "value":
+                if got is None or not _compare(got, mval, ex, kind=_kind_of_value(mval))[0]:
+                    break
+                values += 1
+        else:
+            if values:
+                return True
+    return False

@@ -1,1 +1,392 @@
-"""Exercises of chapter 02 (not written yet)."""
+"""Exercises of chapter 02 (Q, K and V): ``softmax`` and ``attention``.
+
+The reference solutions are plain NumPy written here, independent of
+:mod:`attnlib.softmax` and :mod:`attnlib.attention`, so the checker does not trust the
+code it teaches. Each catalogued mistake is a working implementation *of that mistake*;
+the cases are chosen so that every mistake differs from the reference and from every
+other mistake (``tests/test_exercises_contract.py`` verifies it).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._core import Case, Exercise, Mistake, register
+
+__all__ = []  # exercises register themselves; nothing to import from here
+
+
+def _f64(x) -> np.ndarray:
+    """Learner-friendly: accept a NumPy array, a list or a torch tensor."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- softmax
+
+def softmax_reference(x, axis=-1):
+    """Stable softmax: ``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
+    x = _f64(x)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))  # every exponent <= 0: no overflow
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_no_max(x, axis=-1):
+    e = np.exp(_f64(x))                              # exp(1000) = inf -> inf / inf = NaN
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_global_max(x, axis=-1):
+    x = _f64(x)
+    e = np.exp(x - x.max())                          # one max for the whole array
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_whole_array(x, axis=-1):
+    x = _f64(x)
+    e = np.exp(x - x.max())
+    return e / e.sum()                               # normalised over every entry at once
+
+
+def _softmax_no_keepdims(x, axis=-1):
+    x = _f64(x)
+    e = np.exp(x - x.max(axis=axis))                 # (n, m) - (n,) lines up with the LAST axis
+    return e / e.sum(axis=axis)
+
+
+def _softmax_axis0(x, axis=-1):
+    return softmax_reference(x, axis=0)              # hard-coded axis=0
+
+
+def _softmax_last_axis(x, axis=-1):
+    return softmax_reference(x, axis=-1)             # the axis argument is ignored
+
+
+def _softmax_unnormalised(x, axis=-1):
+    x = _f64(x)
+    return np.exp(x - x.max(axis=axis, keepdims=True))
+
+
+def _softmax_unnormalised_raw(x, axis=-1):
+    return np.exp(_f64(x))
+
+
+def _softmax_in_place(x, axis=-1):
+    x -= x.max(axis=axis, keepdims=True)             # changes the caller's array
+    np.exp(x, out=x)
+    x /= x.sum(axis=axis, keepdims=True)
+    return x
+
+
+def _softmax_cases():
+    rng = np.random.default_rng(2)
+    n = rng.standard_normal
+    levels = np.array([[1000.0], [0.0], [-1000.0]])
+    equal_row = np.vstack([np.full((1, 4), 3.0), n((1, 4))])
+    return [
+        Case((2 * n(6),), label="a 1-D vector of 6 logits"),
+        Case((n((3, 5)),), label="3 rows of 5 logits, axis left at its default"),
+        Case((n((4, 4)),), {"axis": -1}, label="a square, non-symmetric 4 x 4 array, axis=-1"),
+        Case((n((5, 3)),), {"axis": 0}, label="a 5 x 3 array normalised down the columns, axis=0"),
+        Case((n((2, 3, 4)),), {"axis": -1}, label="a batch of two 3 x 4 score arrays, axis=-1"),
+        Case((n((2, 4, 3)),), {"axis": 1}, label="a 3-D array normalised over its middle axis, axis=1"),
+        Case((n((3, 2, 4)),), {"axis": 0}, label="a 3-D array normalised over its first axis, axis=0"),
+        Case((levels + n((3, 5)),), label="rows at levels +1000, 0 and -1000"),
+        Case((np.array([1000.0, 999.5, 1001.0, 998.0, 1000.5]),), label="1-D logits near +1000 (exp overflows)"),
+        Case((np.full(5, -1000.0),), label="five equal logits of -1000 (exp underflows)"),
+        Case((equal_row,), label="a row of equal values"),
+    ]
+
+
+register(Exercise(
+    name="softmax",
+    chapter="02_qkv",
+    prompt="Return the numerically stable softmax of x along axis: exp(x - max) / sum(exp(x - max)).",
+    stub='''def softmax(x, axis=-1):
+    """Numerically stable softmax of x along axis.
+
+    Args:
+        x: float array of any shape, e.g. (L, S) attention scores.
+        axis: the axis to normalise over. Default: -1 (the last axis).
+
+    Returns:
+        an array of x's shape: non-negative, and every slice along axis sums to 1.
+        x itself must be left unchanged.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError
+''',
+    reference=softmax_reference,
+    cases=_softmax_cases,
+    mistakes=[
+        Mistake("no_max_subtraction", "exp overflows: the maximum is not subtracted",
+                "Right for small logits, NaN for large ones: exp(1000) is inf in float64 (and exp(89) "
+                "already in float32), and inf / inf is NaN; logits of -1000 underflow to 0 / 0. Subtract "
+                "the maximum along the axis first, m = x.max(axis=axis, keepdims=True), and use "
+                "exp(x - m): the constant cancels between numerator and denominator.",
+                fn=_softmax_no_max),
+        Mistake("global_max", "One maximum for the whole array",
+                "You subtract x.max() of the entire array. Rows far below that maximum (here a row "
+                "1000 below another) underflow to exp(-1000) = 0 everywhere, and 0 / 0 is NaN. "
+                "Subtract each slice's own maximum: x.max(axis=axis, keepdims=True).",
+                fn=_softmax_global_max),
+        Mistake("whole_array", "Normalised over the whole array",
+                "Your weights add up to 1 over ALL entries instead of along the axis: e.sum() sums "
+                "everything. Sum along the axis with keepdims=True: e.sum(axis=axis, keepdims=True) "
+                "(and take the maximum the same way).",
+                fn=_softmax_whole_array),
+        Mistake("forgot_keepdims", "keepdims is missing in max or sum",
+                "x.max(axis=-1) has shape (n,), and x - (n,) lines it up with the LAST axis, so "
+                "column j is shifted and divided by row j's numbers: wrong for square arrays and an "
+                "error for non-square ones. Keep the reduced axis: x.max(axis=axis, keepdims=True) "
+                "and e.sum(axis=axis, keepdims=True).",
+                fn=_softmax_no_keepdims),
+        Mistake("wrong_axis", "Softmax over the first axis",
+                "Your function always normalises along axis 0 (down the columns), whatever axis it is "
+                "given. Pass the argument on: max and sum with axis=axis, keepdims=True.",
+                fn=_softmax_axis0),
+        Mistake("ignores_axis", "The axis argument is ignored",
+                "Your function always normalises along the last axis, so softmax(x, axis=0) is wrong. "
+                "Use the axis argument in both the max and the sum: axis=axis, keepdims=True.",
+                fn=_softmax_last_axis),
+        Mistake("no_normalisation", "The exponentials are not normalised",
+                "You return exp(...) but never divide by its sum, so the slices do not add up to 1. "
+                "Divide by e.sum(axis=axis, keepdims=True).",
+                fn=_softmax_unnormalised, variants=(_softmax_unnormalised_raw,)),
+        Mistake("mutates", "Your function changes its input",
+                "In-place operations such as x -= x.max(...) or np.exp(x, out=x) overwrite the "
+                "caller's array (here: the attention scores someone still needs). Compute into new "
+                "arrays: e = np.exp(x - m).",
+                fn=_softmax_in_place, kind="mutates"),
+    ],
+    hint="m = x.max(axis=axis, keepdims=True); e = np.exp(x - m); return e / e.sum(axis=axis, keepdims=True).",
+    time_limit=3.0,
+))
+
+
+# --------------------------------------------------------------------------- attention
+
+def _stable_softmax(s, axis=-1):
+    e = np.exp(s - s.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def attention_reference(q, k, v, mask=None):
+    """Scaled dot-product attention, bool ``mask`` True = may attend."""
+    q, k, v = _f64(q), _f64(k), _f64(v)
+    E = q.shape[-1]
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(E)  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    if mask is not None:
+        scores = np.where(_f64(mask) != 0, scores, -np.inf)
+    weights = _stable_softmax(scores, axis=-1)          # each query row sums to 1 over the keys
+    return weights @ v                                  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+
+
+def _attend(q, k, v, mask=None, *, scale="sqrt", axis=-1, fill="-inf", after=False,
+            kT="swap", wT=None, stable=True):
+    """The reference with one thing changed; each keyword is one misconception."""
+    q, k, v = _f64(q), _f64(k), _f64(v)
+    E = q.shape[-1]
+    kt = {"swap": np.swapaxes(k, -1, -2), "T": k.T, "none": k}[kT]
+    scores = q @ kt  # (..., L, E) @ (..., E, S) -> (..., L, S) when kT is right
+    scores = scores / {"sqrt": math.sqrt(E), "one": 1.0, "E": float(E)}[scale]
+    if mask is not None and not after:
+        m = _f64(mask) != 0
+        if fill in ("-inf", "-1e9"):
+            scores = np.where(m, scores, -np.inf if fill == "-inf" else -1e9)
+        elif fill == "zero":
+            scores = np.where(m, scores, 0.0)
+        elif fill == "inverted":
+            scores = np.where(m, -np.inf, scores)
+    if stable:
+        weights = _stable_softmax(scores, axis=axis)
+    else:
+        e = np.exp(scores)
+        weights = e / e.sum(axis=axis, keepdims=True)
+    if mask is not None and after:
+        weights = weights * (_f64(mask) != 0)
+    if wT == "swap":
+        weights = np.swapaxes(weights, -1, -2)
+    elif wT == "T":
+        weights = weights.T
+    return weights @ v
+
+
+def _attention_loops(q, k, v, mask=None):
+    """Correct, but one Python step per multiply-add: the triple loop over i, j, e."""
+    q, k, v = _f64(q), _f64(k), _f64(v)
+    *batch, L, E = q.shape
+    S, Ev = k.shape[-2], v.shape[-1]
+    allowed = None if mask is None else np.broadcast_to(_f64(mask) != 0, (*batch, L, S))
+    out = np.zeros((*batch, L, Ev))
+    for b in np.ndindex(*batch):
+        for i in range(L):
+            scores = []
+            for j in range(S):
+                s = 0.0
+                for e in range(E):
+                    s += q[b + (i, e)] * k[b + (j, e)]
+                ok = allowed is None or allowed[b + (i, j)]
+                scores.append(s / math.sqrt(E) if ok else -math.inf)
+            top = max(scores)
+            w = [math.exp(s - top) for s in scores]
+            total = sum(w)
+            for c in range(Ev):
+                acc = 0.0
+                for j in range(S):
+                    acc += w[j] / total * v[b + (j, c)]
+                out[b + (i, c)] = acc
+    return out
+
+
+def _mask(rng, shape):
+    """A random bool mask whose every row and column (over the last two axes) has at
+    least one True and one False, so that no mistake hits a fully masked row."""
+    *batch, L, S = shape
+    out = np.empty(shape, dtype=bool)
+    for b in np.ndindex(*batch):  # rejection sampling, one (L, S) slice at a time
+        while True:
+            m = rng.random((L, S)) < 0.6
+            if m.any(-1).all() and (~m).any(-1).all() and m.any(-2).all() and (~m).any(-2).all():
+                out[b] = m
+                break
+    return out
+
+
+def _attention_cases():
+    rng = np.random.default_rng(7)
+    n = rng.standard_normal
+
+    def qkv(batch, L, S, E, Ev, scale=1.0):
+        return scale * n((*batch, L, E)), scale * n((*batch, S, E)), n((*batch, S, Ev))
+
+    c = [
+        Case(qkv((), 4, 4, 4, 3), label="square 2-D, no mask (L = S = E = 4, Ev = 3)"),
+        Case(qkv((), 3, 6, 5, 2), label="2-D, L != S, no mask"),
+        Case(qkv((2,), 4, 5, 3, 6), label="a batch of 2, no mask"),
+    ]
+    q, k, v = qkv((), 5, 5, 3, 4)
+    c.append(Case((q, k, v), {"mask": _mask(rng, (5, 5))}, label="square 2-D with a mask"))
+    q, k, v = qkv((), 4, 7, 6, 3)
+    c.append(Case((q, k, v), {"mask": _mask(rng, (4, 7))}, label="2-D, L != S, with a mask"))
+    q, k, v = qkv((3,), 2, 5, 4, 2)
+    c.append(Case((q, k, v), {"mask": _mask(rng, (3, 2, 5))}, label="a batch of 3 with a (B, L, S) mask"))
+    q, k, v = qkv((2,), 4, 4, 5, 3)
+    c.append(Case((q, k, v), {"mask": _mask(rng, (4, 4))},
+                  label="a square batch sharing one (L, S) mask"))
+    c.append(Case(qkv((2, 3), 4, 5, 2, 3), label="two batch axes (batch, heads), no mask"))
+    c.append(Case(qkv((), 3, 5, 4, 2, scale=40.0), label="large scores (exp overflows without the max trick)"))
+    q, k, v = qkv((2,), 3, 4, 6, 5, scale=40.0)
+    c.append(Case((q, k, v), {"mask": _mask(rng, (2, 3, 4))}, label="large scores with a mask"))
+    return c
+
+
+def _attention_perf_case():
+    rng = np.random.default_rng(8)
+    L, E = 512, 32
+    return Case((rng.standard_normal((L, E)), rng.standard_normal((L, E)), rng.standard_normal((L, E))),
+                label="L = S = 512, E = Ev = 32")
+
+
+register(Exercise(
+    name="attention",
+    chapter="02_qkv",
+    prompt="Return scaled dot-product attention softmax(q kᵀ / √E) v, with an optional bool mask "
+           "(True = may attend).",
+    stub='''def attention(q, k, v, mask=None):
+    """Scaled dot-product attention: softmax(q kᵀ / √E) v.
+
+    Args:
+        q: (..., L, E) queries; "..." is any number of batch axes, maybe none.
+        k: (..., S, E) keys.
+        v: (..., S, Ev) values.
+        mask: optional bool array broadcastable to (..., L, S): True where query i
+            may attend to key j (every query may attend to at least one key).
+            Default: None (every query attends to every key).
+
+    Returns:
+        (..., L, Ev) array: row i is the average of the values weighted by
+        softmax over j of q_i · k_j / √E; masked keys get weight 0.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError
+''',
+    reference=attention_reference,
+    cases=_attention_cases,
+    mistakes=[
+        Mistake("no_scaling", "The scores are not scaled",
+                "You use q kᵀ directly. Its entries have variance E, which pushes the softmax towards "
+                "one-hot weights (and tiny gradients) as E grows. Divide the scores by √E: "
+                "scores = q @ kᵀ / np.sqrt(E) with E = q.shape[-1].",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, scale="one")),
+        Mistake("scaled_by_dk", "Divided by E instead of √E",
+                "The dot product of two E-dimensional vectors with unit-variance entries has variance "
+                "E, so its standard deviation is √E: divide the scores by np.sqrt(E), not by E (that "
+                "over-flattens the weights).",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, scale="E")),
+        Mistake("softmax_over_queries", "Softmax over the query axis",
+                "Your weights sum to 1 down each column of the (L, S) score matrix, i.e. over the "
+                "queries. Each query shares its attention among the keys: take the softmax along the "
+                "last axis (axis=-1). (axis=0 is also wrong for batched inputs: it is the batch axis.)",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, axis=-2),
+                variants=(lambda q, k, v, mask=None: _attend(q, k, v, mask, axis=0),
+                          # over the batch axis a key blocked in every batch element gives
+                          # 0 / 0 with -inf but equal weights with -1e9: both are seen
+                          lambda q, k, v, mask=None: _attend(q, k, v, mask, axis=0, fill="-1e9"))),
+        Mistake("mask_ignored", "The mask is ignored",
+                "The cases without a mask pass, but with a mask your queries still attend to the "
+                "blocked keys. Before the softmax, set the blocked scores to -inf: "
+                "scores = np.where(mask, scores, -np.inf).",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, None)),
+        Mistake("mask_fill_zero", "Blocked scores set to 0 instead of -inf",
+                "A score of 0 is not 'no attention': exp(0) = 1, so a blocked key still gets a weight "
+                "comparable to the others. Blocked scores must become -inf (or a very negative number) "
+                "so that exp gives 0: np.where(mask, scores, -np.inf).",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, fill="zero")),
+        Mistake("mask_after_softmax", "Mask applied after the softmax",
+                "Multiplying the weights by the mask zeroes the blocked keys but leaves each row summing "
+                "to less than 1, so the output is no longer an average. Mask the SCORES before the "
+                "softmax (np.where(mask, scores, -np.inf)); the softmax then renormalises over the "
+                "allowed keys.",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, after=True)),
+        Mistake("mask_inverted", "The mask's meaning is inverted",
+                "Your queries attend exactly to the keys the mask blocks. Here (as in PyTorch's "
+                "scaled_dot_product_attention) True means 'may attend': keep the scores where mask is "
+                "True, np.where(mask, scores, -np.inf). (nn.MultiheadAttention uses the opposite "
+                "convention.)",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, fill="inverted")),
+        Mistake("softmax_overflow", "The softmax overflows on large scores",
+                "Right for small scores, NaN for large ones: exp of a score above ~709 is inf in "
+                "float64, and inf / inf is NaN. Subtract each row's maximum score before exp "
+                "(scores - scores.max(axis=-1, keepdims=True)); the softmax does not change.",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, stable=False)),
+        Mistake("k_not_transposed", "K is not transposed",
+                "q @ k multiplies (L, E) by (S, E), which only runs when S = E and then computes "
+                "the wrong thing. The scores are q kᵀ: q @ np.swapaxes(k, -1, -2), shape (..., L, S).",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, kT="none")),
+        Mistake("transpose_all_axes", ".T on a batched array",
+                "Right for 2-D inputs, but for a batch .T reverses ALL axes: (B, S, E).T is "
+                "(E, S, B), not (B, E, S). Swap only the last two axes: np.swapaxes(k, -1, -2) "
+                "(k.mT or k.transpose(-2, -1) in PyTorch).",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, kT="T")),
+        Mistake("weights_transposed", "The attention weights are transposed",
+                "You multiply the values by the transposed weights, (S, L) instead of (L, S): that "
+                "fails when L != S and mixes up queries and keys when L = S. Row i of the weights "
+                "belongs to query i, so the output is weights @ v: (..., L, S) @ (..., S, Ev).",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, wT="swap"),
+                variants=(lambda q, k, v, mask=None: _attend(q, k, v, mask, wT="T"),)),
+        Mistake("python_loops", "Correct, but far too slow",
+                "Looping in Python over queries, keys and features does one interpreted step per "
+                "multiply-add (17 million here). Let NumPy do whole rows or matrices at once: "
+                "scores = q @ kᵀ / √E, then weights @ v (a loop over query rows with vector "
+                "operations is fine too).",
+                fn=_attention_loops, kind="slow"),
+    ],
+    hint="scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(E) has shape (..., L, S); blocked scores -> "
+         "-np.inf with np.where(mask, scores, -np.inf); softmax over the last axis; return weights @ v.",
+    time_limit=3.0,
+    perf_case=_attention_perf_case(),  # the triple loop needs ~17 M Python steps here: seconds
+    slow_limit=1.0,                    # a loop over query rows takes ~10 ms
+))

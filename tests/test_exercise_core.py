@@ -1,0 +1,414 @@
+"""The checker's machinery: it never raises, never hangs, stops runaway code, and says
+clearly what is wrong with a submission (on toy exercises with small time limits and on
+the chapter 2 exercises)."""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import attnlib as al
+from attnlib.exercises import EXERCISES, Case, CheckResult, Exercise, Mistake, check, register
+from attnlib.exercises import _core
+
+
+def _double(x):
+    return 2.0 * np.asarray(x, dtype=float)
+
+
+def _toy_cases():
+    rng = np.random.default_rng(0)
+    return [Case((rng.standard_normal(3),), label="a vector"),
+            Case((rng.standard_normal((2, 3)),), label="a matrix"),
+            Case((rng.standard_normal((2, 2, 2)),), label="a batch")]
+
+
+@pytest.fixture
+def toy():
+    """A tiny exercise "toy_double" (2 x), with short time limits; removed afterwards."""
+    made = []
+
+    def make(name="toy_double", **kw):
+        args = dict(name=name, chapter="02_qkv", prompt="Return 2 x.",
+                    stub='def double(x):\n    """Return 2 * x."""\n    # YOUR CODE HERE\n    raise NotImplementedError\n',
+                    reference=_double, cases=_toy_cases, hint="Multiply by 2.",
+                    mistakes=[Mistake("plus_one", "Added one", "You returned x + 1; multiply by 2 instead.",
+                                      fn=lambda x: np.asarray(x) + 1.0),
+                              Mistake("squared", "Squared", "You returned x ** 2; multiply by 2 instead.",
+                                      fn=lambda x: np.asarray(x) ** 2, variants=(lambda x: np.asarray(x) * x,))],
+                    time_limit=0.5, total_time_limit=1.2)
+        args.update(kw)
+        ex = register(Exercise(**args))
+        made.append(ex.name)
+        return ex
+
+    yield make
+    for name in made:
+        EXERCISES.pop(name, None)
+
+
+def _workers_alive():
+    return [t for t in threading.enumerate() if t.name == _core._THREAD_NAME and t.is_alive()]
+
+
+def _wait_no_workers(seconds=3.0):
+    deadline = time.perf_counter() + seconds
+    while _workers_alive() and time.perf_counter() < deadline:
+        time.sleep(0.02)
+    return not _workers_alive()
+
+
+# --------------------------------------------------------------------------- runaway code
+
+def test_infinite_loop_is_stopped_and_stops_burning_cpu(toy):
+    toy()
+
+    def spin(x):
+        while True:
+            pass
+
+    t0 = time.perf_counter()
+    r = check("toy_double", spin)
+    assert time.perf_counter() - t0 < 2.5
+    assert r.status == "failed" and r.details["problem"] == "timeout", str(r)
+    assert "0.5 s" in r.message and "infinite loop" in r.message
+    assert _wait_no_workers(1.0), "the runaway thread is still alive"
+    cpu = time.process_time()
+    time.sleep(0.3)
+    assert time.process_time() - cpu < 0.15, "something still burns CPU after the check"
+    assert check("toy_double", _double).passed  # a later check still works
+
+
+def test_loop_that_catches_the_first_interrupt_is_stopped_too(toy):
+    toy()
+
+    def stubborn(x):
+        try:
+            while True:
+                pass
+        except BaseException:  # noqa: BLE001 - a learner's bare except
+            while True:
+                pass
+
+    r = check("toy_double", stubborn)
+    assert r.details["problem"] == "timeout"
+    assert _wait_no_workers(1.0)
+
+
+def test_kernel_interrupt_during_a_check_stops_the_worker_too(toy):
+    """The notebook's "interrupt" button (SIGINT to the main thread) must not leave the
+    learner's loop running in the background."""
+    toy(time_limit=5.0)
+
+    def spin(x):
+        while True:
+            pass
+
+    timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            check("toy_double", spin)
+    finally:
+        timer.cancel()
+    assert _wait_no_workers(1.0)
+
+
+def test_long_c_call_is_reported_and_the_thread_ends_when_it_returns(toy):
+    toy(time_limit=0.2)
+    r = check("toy_double", lambda x: time.sleep(1.6))  # longer than the 1 s spent stopping it
+    assert r.details["problem"] == "timeout" and "background" in r.message
+    assert _wait_no_workers(2.0)
+    assert check("toy_double", _double).passed
+    assert not _core._STUCK
+
+
+def test_total_time_budget_stops_a_slow_but_finite_function(toy):
+    toy(time_limit=0.5, total_time_limit=0.6)
+
+    def slowish(x):
+        time.sleep(0.25)
+        return _double(x)
+
+    r = check("toy_double", slowish)
+    assert r.details["problem"] == "timeout" and "more than 0.6 s for the first" in r.message
+    assert _wait_no_workers(1.0)
+
+
+def test_correct_but_slow_on_perf_case_is_called_too_slow(toy):
+    big = Case((np.ones(10_000),), label="big")
+    toy(perf_case=big, slow_limit=0.2)
+
+    def slow_when_big(x):
+        if np.size(x) > 100:
+            time.sleep(0.4)
+        return _double(x)
+
+    r = check("toy_double", slow_when_big)
+    assert r.status == "failed" and r.mistake == "too_slow" and "0.2 s" in r.message
+    assert check("toy_double", _double).passed
+
+
+# --------------------------------------------------------------------------- learner errors
+
+def test_stub_raising_not_implemented_is_not_attempted(toy):
+    toy()
+    ns = {}
+    exec(EXERCISES["toy_double"].stub, ns)
+    r = check("toy_double", ns["double"])
+    assert r.status == "not_attempted" and "…" in str(r)
+    assert "NotImplementedError" in r.message
+
+
+def test_not_implemented_on_a_later_case_is_an_error_not_not_attempted(toy):
+    toy()
+
+    def vectors_only(x):
+        if np.ndim(x) > 1:
+            raise NotImplementedError("matrices")
+        return _double(x)
+
+    r = check("toy_double", vectors_only)
+    assert r.status == "failed" and r.details["problem"] == "raised" and "case 2" in r.message
+
+
+def test_recursion_error_is_explained():
+    def softmax(x, axis=-1):
+        return softmax(x, axis)
+
+    r = check("softmax", softmax)
+    assert r.details["problem"] == "raised" and "RecursionError" in r.message and "calls itself" in r.message
+
+
+def test_deep_but_finite_recursion_runs_in_the_worker_thread(toy):
+    toy()
+    limit = sys.getrecursionlimit()
+
+    def deep(x, n=limit - 60):
+        return deep(x, n - 1) if n else _double(x)
+
+    assert check("toy_double", deep).passed
+
+
+def test_wrong_signature_gets_the_stub_signature():
+    def attention(q, k, v):  # no mask parameter
+        return q
+
+    r = check("attention", attention)
+    assert r.details["problem"] == "signature"
+    assert "def attention(q, k, v, mask=None):" in r.message and "mask" in r.message
+
+
+def test_function_that_prints_still_passes_and_its_output_is_captured(capsys):
+    def softmax(x, axis=-1):
+        print("shape", np.shape(x))
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    r = check("softmax", softmax)
+    assert r.passed, str(r)
+    assert capsys.readouterr().out == ""
+    assert "shape (6,)" in r.details["printed"] and "printed" in str(r) and "shape (6,)" in r._repr_html_()
+
+
+def test_returning_a_list_says_to_return_an_array():
+    r = check("softmax", lambda x, axis=-1: al.exercises.ch02_qkv.softmax_reference(x, axis).tolist())
+    assert r.details["problem"] == "type" and "Python list" in r.message and "np.asarray" in r.message
+
+
+def test_none_in_only_the_masked_branch_is_pointed_out():
+    ref = al.exercises.ch02_qkv.attention_reference
+
+    def attention(q, k, v, mask=None):
+        if mask is None:
+            return ref(q, k, v)
+
+    r = check("attention", attention)
+    assert r.details["problem"] == "none" and "with a mask" in r.message
+
+
+def test_torch_only_code_on_numpy_inputs_gets_a_conversion_tip():
+    r = check("softmax", lambda x, axis=-1: torch.softmax(x, dim=axis))
+    assert r.details["problem"] == "raised" and "torch.as_tensor" in r.message
+
+
+def test_learner_keyboard_interrupt_and_system_exit_do_not_escape(toy):
+    toy()
+
+    def interrupts(x):
+        raise KeyboardInterrupt
+
+    assert check("toy_double", interrupts).details["problem"] == "raised"
+    assert check("toy_double", lambda x: sys.exit(3)).details["problem"] == "raised"
+
+
+def test_a_huge_exception_message_is_shortened(toy):
+    toy()
+
+    def loud(x):
+        raise ValueError("x" * 5000)
+
+    r = check("toy_double", loud)
+    assert len(r.message) < 600 and "ValueError" in r.message
+
+
+# --------------------------------------------------------------------------- outputs
+
+@pytest.mark.parametrize("convert", [
+    lambda out: torch.as_tensor(out),
+    lambda out: torch.as_tensor(out).requires_grad_(True) * 1.0,
+    lambda out: torch.as_tensor(out, dtype=torch.float32),
+], ids=["float64", "requires_grad", "float32"])
+def test_correct_torch_tensors_pass(convert):
+    ref = al.exercises.ch02_qkv.softmax_reference
+    assert check("softmax", lambda x, axis=-1: convert(ref(x, axis))).passed
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_correct_cuda_tensor_passes():
+    ref = al.exercises.ch02_qkv.attention_reference
+    assert check("attention", lambda q, k, v, mask=None: torch.as_tensor(ref(q, k, v, mask), device="cuda")).passed
+
+
+def test_tolerance_follows_the_answer_dtype_but_catches_real_errors():
+    ref = al.exercises.ch02_qkv.softmax_reference
+    assert check("softmax", lambda x, axis=-1: ref(x, axis).astype(np.float16)).passed  # its own rounding
+    r = check("softmax", lambda x, axis=-1: (ref(x, axis) * 1.002).astype(np.float32))
+    assert r.details["problem"] == "value" and "largest difference" in r.message
+
+
+def test_wrong_values_report_case_shapes_and_largest_difference(toy):
+    toy()
+    r = check("toy_double", lambda x: 2.0 * np.asarray(x) + (np.ndim(x) == 2) * 0.5)
+    assert r.mistake is None and r.details == {"problem": "value", "case": 1}
+    assert "case 2 of 3 (a matrix; inputs (2, 3))" in r.message
+    assert "largest difference 0.5" in r.message and "The other 2 cases pass" in r.message
+    assert r.hint == "Multiply by 2."
+
+
+def test_bool_exercise_rejects_a_float_mask(toy):
+    toy(name="toy_positive", reference=lambda x: np.asarray(x) > 0, output_kind="bool",
+        mistakes=[Mistake("negative", "Negative side", "Use x > 0, not x < 0.", fn=lambda x: np.asarray(x) < 0)])
+    assert check("toy_positive", lambda x: np.asarray(x) > 0).passed
+    r = check("toy_positive", lambda x: (np.asarray(x) > 0).astype(float))
+    assert r.details["problem"] == "dtype" and "bool" in r.message
+    assert check("toy_positive", lambda x: np.asarray(x) < 0).mistake == "negative"
+
+
+def test_mutating_the_input_is_reported(toy):
+    toy()
+
+    def in_place(x):
+        x *= 2.0
+        return x
+
+    r = check("toy_double", in_place)
+    assert r.mistake == "mutates_input" and "in place" in r.message
+    soft = check("softmax", EXERCISES["softmax"].mistake("mutates").fn)
+    assert soft.mistake == "mutates" and "In-place operations" in soft.message
+
+
+# --------------------------------------------------------------------------- mistakes
+
+def test_mistake_variants_are_recognised(toy):
+    toy()
+    assert check("toy_double", lambda x: np.asarray(x) * x).mistake == "squared"
+
+
+def test_a_mistake_that_raises_on_some_cases_is_recognised():
+    """A learner's 2-D code `weights.T @ v` gives wrong values when L == S and raises
+    when L != S or on batches; the catalogue still names the mistake."""
+    def attention(q, k, v, mask=None):
+        scores = q @ k.T / np.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        w = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        w = w / w.sum(axis=-1, keepdims=True)
+        return w.T @ v
+
+    r = check("attention", attention)
+    assert r.mistake == "weights_transposed", r.message
+
+
+def test_raising_everywhere_does_not_match_a_mistake_that_raises_everywhere(toy):
+    def always(x):
+        raise ValueError("no")
+    toy(mistakes=[Mistake("raises", "Raises", "This mistake always raises, so it never explains anything.",
+                          fn=always)])
+    r = check("toy_double", always)
+    assert r.mistake is None and r.details["problem"] == "raised"
+
+
+def test_extra_check_can_name_a_custom_mistake_or_give_a_message(toy):
+    def extra(fn):
+        out = fn(np.array([1e308]))
+        return "overflow" if np.isinf(out).any() else None
+    toy(extra_check=extra, mistakes=[Mistake("overflow", "Overflow", "2 * 1e308 overflows; divide first.",
+                                             fn=_double, kind="custom")])
+    r = check("toy_double", _double)
+    assert r.mistake == "overflow" and "divide first" in r.message
+    toy(name="toy_double_msg", extra_check=lambda fn: "too much memory")
+    r = check("toy_double_msg", _double)
+    assert r.details["problem"] == "extra" and r.message == "too much memory"
+
+
+# --------------------------------------------------------------------------- API misuse and robustness
+
+def test_unknown_exercise_name_suggests_the_closest():
+    r = check("sofmax", lambda x: x)
+    assert r.status == "error" and "Did you mean 'softmax'?" in r.message and "!" in str(r)
+
+
+def test_non_callable_fn_is_an_error():
+    r = check("softmax", np.ones(3))
+    assert r.status == "error" and "needs a function" in r.message
+
+
+def test_swapped_arguments_are_pointed_out():
+    r = check(lambda x: x, "softmax")
+    assert r.status == "error" and "swapped" in r.message
+
+
+def test_a_bug_in_the_exercise_itself_is_an_error_not_an_exception(toy):
+    def broken_cases():
+        raise RuntimeError("bad cases")
+    toy(cases=broken_cases)
+    r = check("toy_double", _double)
+    assert r.status == "error" and "bug in attnlib" in r.message
+
+
+def test_register_rejects_duplicates_and_unknown_kinds(toy):
+    toy()
+    with pytest.raises(ValueError, match="registered twice"):
+        toy()
+    m = Mistake("a", "A", "a message", fn=_double)
+    with pytest.raises(ValueError, match="duplicate mistake keys"):
+        toy(name="toy_dup", mistakes=[m, m])
+    with pytest.raises(ValueError, match="unknown kind"):
+        toy(name="toy_kind", mistakes=[Mistake("a", "A", "a message", fn=_double, kind="typo")])
+
+
+# --------------------------------------------------------------------------- display
+
+def test_display_is_deterministic_and_shows_the_verdict():
+    good = [check("softmax", EXERCISES["softmax"].reference) for _ in range(2)]
+    bad = [check("attention", EXERCISES["attention"].mistake("no_scaling").fn) for _ in range(2)]
+    assert str(good[0]) == str(good[1]) and good[0]._repr_html_() == good[1]._repr_html_()
+    assert str(bad[0]) == str(bad[1]) and bad[0]._repr_html_() == bad[1]._repr_html_()
+    assert str(good[0]).startswith("✓ softmax: passed") and repr(good[0]) == str(good[0])
+    assert str(bad[0]).startswith("✗ attention: not yet") and "√E" in str(bad[0])
+    assert "✗" in bad[0]._repr_html_() and "attnlib-check-failed" in bad[0]._repr_html_()
+    assert bool(good[0]) and not bool(bad[0])
+
+
+def test_html_escapes_and_shows_the_hint():
+    r = CheckResult("x", "failed", "a < b & c", hint="use <b>")
+    page = r._repr_html_()
+    assert "a &lt; b &amp; c" in page and "use &lt;b&gt;" in page and "Hint:" in page
+    assert "  Hint: use <b>" in str(r)

@@ -1,0 +1,284 @@
+"""Chapter 2 exercises: any correct implementation passes (loops, einsum, torch,
+log-sum-exp, np.where masks, ...) and realistic wrong answers, written the way learners
+write them, get the message of their misconception."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlib.exercises import EXERCISES, check
+from attnlib.exercises.ch02_qkv import attention_reference, softmax_reference
+
+
+# --------------------------------------------------------------------------- softmax: correct styles
+
+def softmax_row_loop(x, axis=-1):
+    x = np.moveaxis(np.asarray(x, dtype=float), axis, -1)  # normalise along the last axis
+    rows = x.reshape(-1, x.shape[-1])
+    out = np.empty_like(rows)
+    for r, row in enumerate(rows):
+        e = [math.exp(v - max(row)) for v in row]
+        out[r] = [v / sum(e) for v in e]
+    return np.moveaxis(out.reshape(x.shape), -1, axis)
+
+
+def softmax_logsumexp(x, axis=-1):
+    m = np.max(x, axis=axis, keepdims=True)
+    lse = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))  # log Σ exp x, computed stably
+    return np.exp(x - lse)
+
+
+def softmax_torch_out(x, axis=-1):
+    return torch.softmax(torch.as_tensor(x), dim=axis)  # a float64 tensor comes back
+
+
+def softmax_torch_manual(x, axis=-1):
+    t = torch.from_numpy(np.asarray(x))
+    t = t - t.amax(dim=axis, keepdim=True)
+    return (t.exp() / t.exp().sum(dim=axis, keepdim=True)).numpy()
+
+
+def softmax_copy_then_in_place(x, axis=-1):
+    y = np.array(x, dtype=float)  # a private copy may be changed freely
+    y -= y.max(axis=axis, keepdims=True)
+    np.exp(y, out=y)
+    y /= y.sum(axis=axis, keepdims=True)
+    return y
+
+
+def softmax_float32_torch(x, axis=-1):
+    return torch.softmax(torch.as_tensor(x, dtype=torch.float32), dim=axis)
+
+
+@pytest.mark.parametrize("fn", [softmax_row_loop, softmax_logsumexp, softmax_torch_out, softmax_torch_manual,
+                                softmax_copy_then_in_place, softmax_float32_torch, softmax_reference])
+def test_correct_softmax_in_any_style_passes(fn):
+    r = check("softmax", fn)
+    assert r.passed, str(r)
+
+
+# --------------------------------------------------------------------------- softmax: learners' mistakes
+
+def test_textbook_1d_softmax_on_arrays_is_whole_array():
+    r = check("softmax", lambda x, axis=-1: np.exp(x - np.max(x)) / np.sum(np.exp(x - np.max(x))))
+    assert r.mistake == "whole_array", r.message
+
+
+def test_torch_naive_softmax_is_no_max_subtraction():
+    def softmax(x, axis=-1):
+        t = torch.as_tensor(x)
+        return t.exp() / t.exp().sum(dim=axis, keepdim=True)
+    assert check("softmax", softmax).mistake == "no_max_subtraction"
+
+
+def test_missing_keepdims_is_named_even_though_it_raises_on_non_square_input():
+    def softmax(x, axis=-1):
+        e = np.exp(x - np.max(x, axis=axis))
+        return e / np.sum(e, axis=axis)
+    r = check("softmax", softmax)
+    assert r.mistake == "forgot_keepdims" and "keepdims=True" in r.message
+
+
+def test_global_max_message_explains_the_underflow():
+    def softmax(x, axis=-1):
+        e = np.exp(x - x.max())
+        return e / e.sum(axis=axis, keepdims=True)
+    r = check("softmax", softmax)
+    assert r.mistake == "global_max" and "0 / 0" in r.message
+
+
+def test_in_place_softmax_is_caught_even_though_its_values_are_right():
+    def softmax(x, axis=-1):
+        x -= x.max(axis=axis, keepdims=True)
+        return np.exp(x) / np.exp(x).sum(axis=axis, keepdims=True)
+    assert check("softmax", softmax).mistake == "mutates"
+
+
+# --------------------------------------------------------------------------- attention: correct styles
+
+def attention_row_loop(q, k, v, mask=None):
+    """One query row at a time with vector operations: fine, and fast enough."""
+    q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
+    *batch, L, E = q.shape
+    S = k.shape[-2]
+    allowed = np.ones((*batch, L, S), bool) if mask is None else np.broadcast_to(mask, (*batch, L, S))
+    out = np.empty((*batch, L, v.shape[-1]))
+    for b in np.ndindex(*batch):
+        for i in range(L):
+            s = k[b] @ q[b][i] / math.sqrt(E)           # (S, E) @ (E,) -> (S,)
+            s = np.where(allowed[b][i], s, -np.inf)
+            w = np.exp(s - s.max())
+            out[b][i] = (w / w.sum()) @ v[b]            # (S,) @ (S, Ev) -> (Ev,)
+    return out
+
+
+def attention_einsum(q, k, v, mask=None):
+    scores = np.einsum("...le,...se->...ls", q, k) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -1e9)           # a large negative number works as well as -inf
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return np.einsum("...ls,...sv->...lv", w, v)
+
+
+def attention_torch_sdpa(q, k, v, mask=None):
+    q, k, v = (torch.as_tensor(a) for a in (q, k, v))
+    m = None if mask is None else torch.as_tensor(mask)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=m)  # same bool convention
+
+
+def attention_torch_manual(q, k, v, mask=None):
+    q, k, v = (torch.as_tensor(a) for a in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(~torch.as_tensor(mask), float("-inf"))
+    return (scores.softmax(dim=-1) @ v).numpy()
+
+
+def attention_additive_mask(q, k, v, mask=None):
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores + np.where(mask, 0.0, -np.inf)  # the float-mask form of the same thing
+    return softmax_reference(scores) @ v
+
+
+def attention_mask_the_exponentials(q, k, v, mask=None):
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    allowed = np.ones(scores.shape, bool) if mask is None else np.broadcast_to(mask, scores.shape)
+    m = np.where(allowed, scores, -np.inf).max(axis=-1, keepdims=True)  # max over the allowed keys
+    e = np.exp(np.minimum(scores - m, 0.0)) * allowed   # zero BEFORE normalising: still correct
+    return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+def attention_boolean_indexing(q, k, v, mask=None):
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores[~np.broadcast_to(mask, scores.shape)] = -np.inf  # scores is our own array
+    return softmax_logsumexp(scores) @ v
+
+
+@pytest.mark.parametrize("fn", [attention_row_loop, attention_einsum, attention_torch_sdpa, attention_torch_manual,
+                                attention_additive_mask, attention_mask_the_exponentials,
+                                attention_boolean_indexing, attention_reference])
+def test_correct_attention_in_any_style_passes(fn):
+    r = check("attention", fn)
+    assert r.passed, str(r)
+    assert "fast enough" in r.message
+
+
+# --------------------------------------------------------------------------- attention: learners' mistakes
+
+def test_masking_the_exponentials_with_the_max_over_all_keys_fails_on_large_scores():
+    """Mathematically right, numerically not: when a blocked score is far the largest,
+    every allowed exp(score - max) underflows to 0 and the row becomes 0 / 0."""
+    def attention(q, k, v, mask=None):
+        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        if mask is not None:
+            e = e * mask
+        return (e / e.sum(axis=-1, keepdims=True)) @ v
+    r = check("attention", attention)
+    assert r.details["problem"] == "nan" and "large scores with a mask" in r.message
+    assert "0 / 0" in r.message and "The other 9 cases pass" in r.message
+
+
+def _sdpa(**kw):
+    def attention(q, k, v, mask=None):
+        q, k, v = (torch.as_tensor(a) for a in (q, k, v))
+        m = None if mask is None else torch.as_tensor(mask)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, **kw)
+    return attention
+
+
+def test_torch_with_scale_one_is_no_scaling():
+    assert check("attention", _sdpa(scale=1.0)).mistake == "no_scaling"
+
+
+def test_nn_multihead_convention_is_mask_inverted():
+    def attention(q, k, v, mask=None):
+        q, k, v = (torch.as_tensor(a) for a in (q, k, v))
+        m = None if mask is None else ~torch.as_tensor(mask)  # True = blocked, as in nn.MultiheadAttention
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    assert check("attention", attention).mistake == "mask_inverted"
+
+
+def test_causal_flag_instead_of_the_mask_is_not_a_known_mistake_but_a_clear_failure():
+    r = check("attention", _sdpa(is_causal=True))
+    assert r.status == "failed" and r.mistake is None
+    assert "case 1 of" in r.message and "largest difference" in r.message and r.hint
+
+
+def test_softmax_axis_0_on_batches_is_softmax_over_queries():
+    def attention(q, k, v, mask=None):
+        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = np.where(mask, scores, -1e9)
+        return softmax_reference(scores, axis=0) @ v
+    assert check("attention", attention).mistake == "softmax_over_queries"
+
+
+def test_two_d_only_code_with_dot_T_is_transpose_all_axes():
+    def attention(q, k, v, mask=None):
+        scores = np.dot(q, k.T) / np.sqrt(k.shape[1])
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        return softmax_reference(scores) @ v
+    r = check("attention", attention)
+    assert r.mistake == "transpose_all_axes" and "swapaxes" in r.message
+
+
+def test_mask_multiplied_into_the_weights_is_mask_after_softmax():
+    def attention(q, k, v, mask=None):
+        w = softmax_reference(q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]))
+        return (w if mask is None else w * mask) @ v
+    assert check("attention", attention).mistake == "mask_after_softmax"
+
+
+def test_triple_loop_is_too_slow_but_row_loop_is_not():
+    slow = check("attention", EXERCISES["attention"].mistake("python_loops").fn)
+    assert slow.mistake == "python_loops" and "1 s" in slow.message
+    assert check("attention", attention_row_loop).passed
+
+
+def test_every_catalogued_attention_mistake_differs_from_the_reference_on_some_case():
+    ex = EXERCISES["attention"]
+    for m in ex.mistakes:
+        if m.kind != "output":
+            continue
+        differs = []
+        for c in ex.all_cases():
+            want = ex.reference(*c.args, **c.kwargs)
+            try:
+                with np.errstate(all="ignore"):  # the overflow mistake makes NaN on purpose
+                    got = m.fn(*c.args, **c.kwargs)
+            except ValueError:
+                differs.append(True)
+                continue
+            differs.append(got.shape != want.shape or not np.allclose(got, want, equal_nan=True))
+        assert any(differs), m.key
+
+
+def test_reference_matches_torch_sdpa_on_every_case():
+    for c in EXERCISES["attention"].all_cases():
+        q, k, v = (torch.as_tensor(a) for a in c.args)
+        mask = c.kwargs.get("mask")
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else torch.as_tensor(mask))
+        np.testing.assert_allclose(attention_reference(*c.args, **c.kwargs), want.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_softmax_reference_matches_torch_on_every_case():
+    for c in EXERCISES["softmax"].all_cases():
+        want = torch.softmax(torch.as_tensor(c.args[0]), dim=c.kwargs.get("axis", -1))
+        np.testing.assert_allclose(softmax_reference(*c.args, **c.kwargs), want.numpy(), rtol=1e-12, atol=1e-300)
+
+
+def test_stub_shows_the_shapes_the_checker_uses():
+    stub = EXERCISES["attention"].stub
+    for shape in ("(..., L, E)", "(..., S, E)", "(..., S, Ev)", "(..., L, S)", "(..., L, Ev)"):
+        assert shape in stub
+    assert EXERCISES["softmax"].signature() == "def softmax(x, axis=-1):"
+    assert EXERCISES["attention"].signature() == "def attention(q, k, v, mask=None):"
