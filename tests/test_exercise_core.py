@@ -14,7 +14,7 @@ import torch
 
 import attnlib as al
 from attnlib.exercises import EXERCISES, Case, CheckResult, Exercise, Mistake, check, register
-from attnlib.exercises import _core
+from attnlib.exercises import _running
 
 
 def _double(x):
@@ -53,7 +53,7 @@ def toy():
 
 
 def _workers_alive():
-    return [t for t in threading.enumerate() if t.name == _core._THREAD_NAME and t.is_alive()]
+    return [t for t in threading.enumerate() if t.name == _running._THREAD_NAME and t.is_alive()]
 
 
 def _wait_no_workers(seconds=3.0):
@@ -125,7 +125,7 @@ def test_long_c_call_is_reported_and_the_thread_ends_when_it_returns(toy):
     assert r.details["problem"] == "timeout" and "background" in r.message
     assert _wait_no_workers(2.0)
     assert check("toy_double", _double).passed
-    assert not _core._STUCK
+    assert not _running._STUCK
 
 
 def test_total_time_budget_stops_a_slow_but_finite_function(toy):

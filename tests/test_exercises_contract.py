@@ -18,7 +18,7 @@ import pytest
 
 import attnlib.exercises  # noqa: F401 - registers every chapter's exercises
 from attnlib.exercises import EXERCISES, CheckResult, check
-from attnlib.exercises._core import _same_input
+from attnlib.exercises._compare import _same_input
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = sorted(EXERCISES)

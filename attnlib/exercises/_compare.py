@@ -1,0 +1,207 @@
+"""Convert a learner's output to NumPy and compare it with the reference.
+
+Torch tensors (CPU or CUDA, any float dtype), NumPy arrays, scalars and tuples are
+converted; the comparison is done in float64 with tolerances that follow the answer's
+dtype, and returns a sentence saying what differs.
+"""
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ._core import Case, Exercise
+
+def _is_tensor(obj: Any) -> bool:
+    return type(obj).__module__.startswith("torch") and hasattr(obj, "detach") and hasattr(obj, "cpu")
+
+
+def _to_numpy(obj: Any) -> Any:
+    """Torch tensors, NumPy arrays, scalars and (nested) tuples -> NumPy; lists stay
+    lists (of converted items) so the checker can say "return an array, not a list"."""
+    if isinstance(obj, tuple):
+        return tuple(_to_numpy(o) for o in obj)
+    if isinstance(obj, list):
+        return [_to_numpy(o) for o in obj]
+    if _is_tensor(obj):
+        try:
+            t = obj.detach().cpu()
+            if getattr(t, "is_sparse", False):
+                t = t.to_dense()
+            if str(t.dtype) in ("torch.bfloat16", "torch.float16"):
+                t = t.float()
+            return t.resolve_conj().resolve_neg().numpy() if t.is_complex() else t.numpy()
+        except Exception:  # noqa: BLE001 - e.g. an exotic tensor type: reported as a wrong type
+            return obj
+    if isinstance(obj, np.ndarray):
+        return obj
+    if isinstance(obj, (bool, int, float, complex, np.generic)):
+        return np.asarray(obj)
+    if hasattr(obj, "__array__") and not isinstance(obj, (str, bytes, type)):
+        try:
+            return np.asarray(obj)
+        except Exception:  # noqa: BLE001 - a broken __array__ is the learner's object's problem
+            return obj
+    return obj
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, np.ndarray):
+        if obj.ndim == 0:
+            return f"a single number (dtype {obj.dtype})"
+        return f"an array of shape {tuple(obj.shape)} and dtype {obj.dtype}"
+    if isinstance(obj, tuple):
+        return "a tuple (" + ", ".join(_describe(o) for o in obj) + ")"
+    if isinstance(obj, list):
+        return f"a Python list of {len(obj)} items"
+    if obj is None:
+        return "None"
+    return f"an object of type {type(obj).__name__}"
+
+
+def _shapes(case: Case) -> str:
+    def one(a):
+        a_np = _to_numpy(a)
+        if isinstance(a_np, np.ndarray) and a_np.ndim:
+            return str(tuple(a_np.shape))
+        r = repr(a)
+        return r if len(r) <= 40 else r[:37] + "..."
+    parts = [one(a) for a in case.args]
+    parts += [f"{k}={one(v)}" for k, v in case.kwargs.items()]
+    return ", ".join(parts)
+
+
+def _snapshot(obj: Any) -> Any:
+    if _is_tensor(obj):
+        return obj.detach().clone()
+    try:
+        return copy.deepcopy(obj)
+    except Exception:  # noqa: BLE001
+        return obj
+
+
+def _same_input(a: Any, b: Any) -> bool:
+    a_np, b_np = _to_numpy(a), _to_numpy(b)
+    if isinstance(a_np, np.ndarray) and isinstance(b_np, np.ndarray):
+        return (a_np.shape == b_np.shape and a_np.dtype == b_np.dtype
+                and np.array_equal(a_np, b_np, equal_nan=a_np.dtype.kind in "fc"))
+    if isinstance(a_np, (tuple, list)) and isinstance(b_np, (tuple, list)):
+        return len(a_np) == len(b_np) and all(_same_input(x, y) for x, y in zip(a_np, b_np))
+    if isinstance(a_np, dict) and isinstance(b_np, dict):
+        return a_np.keys() == b_np.keys() and all(_same_input(a_np[k], b_np[k]) for k in a_np)
+    try:
+        return bool(a_np == b_np)
+    except Exception:  # noqa: BLE001
+        return True
+
+
+# --------------------------------------------------------------------------- comparing
+
+def _kind_of(want: np.ndarray, declared: str) -> str:
+    """How to compare with ``want``: the exercise's declared kind, except that a bool
+    item of a float exercise is compared as bool."""
+    if declared == "float":
+        return "bool" if want.dtype == bool else "float"
+    return declared
+
+
+def _kind_of_value(value: Any) -> str:
+    """The comparison kind a mistake's own output calls for (used to match mistakes)."""
+    if isinstance(value, np.ndarray):
+        return {"b": "bool", "i": "int", "u": "int", "f": "float"}.get(value.dtype.kind, "any")
+    return "any"
+
+
+def _tolerances(got: np.ndarray, ex: Exercise) -> tuple[float, float]:
+    rtol, atol = ex.rtol, ex.atol
+    if got.dtype in (np.float32, np.complex64):
+        rtol, atol = max(rtol, 1e-4), max(atol, 1e-6)
+    elif got.dtype == np.float16:
+        rtol, atol = max(rtol, 1e-2), max(atol, 1e-3)
+    return rtol, atol
+
+
+def _idx(ix) -> tuple:
+    return tuple(int(i) for i in ix)
+
+
+def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tuple[bool, str, str]:
+    """Return ``(equal, why_not, problem)`` for converted outputs; ``kind`` overrides
+    the comparison kind (used when matching mistakes)."""
+    if isinstance(want, tuple):
+        if isinstance(got, list) and len(got) == len(want):  # a list of the right items is fine
+            got = tuple(got)
+        if not isinstance(got, tuple) or len(got) != len(want):
+            return False, f"expected a tuple of {len(want)} items, got {_describe(got)}", "type"
+        for i, (g, w) in enumerate(zip(got, want)):
+            ok, why, problem = _compare(g, w, ex, None if kind is None else _kind_of_value(w))
+            if not ok:
+                return False, f"item {i} of the tuple: {why}", problem
+        return True, "", ""
+    if not isinstance(want, np.ndarray):  # e.g. a string: plain equality
+        try:
+            ok = bool(got == want)
+        except Exception:  # noqa: BLE001
+            ok = False
+        return (True, "", "") if ok else (False, f"expected {want!r:.80}, got {got!r:.80}", "value")
+    if isinstance(got, list):
+        return False, (f"expected {_describe(want)}, got a Python list. Return an array: "
+                       "np.asarray(result) (or np.stack(rows) for a list of rows)"), "type"
+    if not isinstance(got, np.ndarray):
+        return False, f"expected {_describe(want)}, got {_describe(got)}", "type"
+    kind = kind or _kind_of(want, ex.output_kind)
+    if got.shape != want.shape:
+        if got.ndim == 0:
+            return False, f"expected {_describe(want)}, got a single number", "shape"
+        return False, f"expected shape {tuple(want.shape)}, got shape {tuple(got.shape)}", "shape"
+    if kind == "bool":
+        if got.dtype != bool:
+            return False, (f"expected a bool array, got dtype {got.dtype} (build it with comparisons "
+                           "such as j <= i, or convert with .astype(bool))"), "dtype"
+        wrong = np.argwhere(got != want)
+        if len(wrong):
+            i = _idx(wrong[0])
+            return False, (f"{len(wrong)} of {want.size} entries differ, first at index {i} "
+                           f"(got {bool(got[i])}, expected {bool(want[i])})"), "value"
+        return True, "", ""
+    if kind in ("int", "any"):
+        try:
+            ok = bool(np.array_equal(got, want, equal_nan=got.dtype.kind in "fc" and want.dtype.kind in "fc"))
+        except Exception:  # noqa: BLE001
+            ok = False
+        if ok:
+            return True, "", ""
+        if want.ndim == 0:
+            return False, f"expected {want.item()!r}, got {got.item()!r}", "value"
+        try:
+            wrong = np.argwhere(got != want)
+            i = _idx(wrong[0])
+            return False, (f"{len(wrong)} of {want.size} entries differ, first at index {i} "
+                           f"(got {got[i]!r}, expected {want[i]!r})"), "value"
+        except Exception:  # noqa: BLE001
+            return False, f"expected {want.tolist()!r:.80}, got {got.tolist()!r:.80}", "value"
+    if got.dtype.kind not in "biuf":
+        return False, f"expected real numbers, got dtype {got.dtype}", "dtype"
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    nan_g, nan_w = np.isnan(g), np.isnan(w)
+    if nan_g.any() and not nan_w.any():
+        first = _idx(np.argwhere(nan_g)[0])
+        return False, (f"the output contains NaN at {int(nan_g.sum())} of {g.size} entries, first at "
+                       f"index {first} (NaN comes from inf - inf, inf / inf or 0 / 0, e.g. when exp "
+                       "overflows or a whole row underflows to 0)"), "nan"
+    inf_g = np.isinf(g)
+    if inf_g.any() and not np.isinf(w).any():
+        first = _idx(np.argwhere(inf_g)[0])
+        return False, (f"the output contains inf at {int(inf_g.sum())} of {g.size} entries, first at "
+                       f"index {first}"), "inf"
+    rtol, atol = _tolerances(got, ex)
+    if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(g - w)
+        diff = np.where(np.isnan(diff) & ~(nan_g & nan_w), np.inf, np.nan_to_num(diff, nan=0.0))
+        idx = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
+        return False, (f"largest difference {float(diff[idx]):.3g} at index {_idx(idx)} "
+                       f"(got {float(g[idx]):.6g}, expected {float(w[idx]):.6g})"), "value"
+    return True, "", ""
