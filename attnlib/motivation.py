@@ -5,7 +5,8 @@ are not re-exported from :mod:`attnlib`; import them as ``from attnlib import mo
 Everything here is plain NumPy (float64; the timing pair and the lookups also accept torch
 tensors) and deterministic for a given seed.
 
-Symbols: ``T`` sequence length, ``B`` batch size, ``d`` hidden size, ``k`` kernel size.
+Symbols: ``T`` sequence length, ``B`` batch size, ``d`` hidden size, ``k`` kernel size,
+``m`` number of conv layers.
 """
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ def conv_reach(n: int, num_layers: int, kernel_size: int, *, dilated: bool = Fal
 
 def receptive_field_formula(num_layers: int, kernel_size: int, dilated: bool = False) -> int:
     """Width of the window one output sees after ``num_layers`` layers of kernel ``k``:
-    ``1 + L (k - 1)``, or ``k**L`` when layer ``l`` has dilation ``k**l``."""
+    ``1 + m (k - 1)``, or ``k**m`` when layer ``l`` has dilation ``k**l``."""
     if dilated:
         return kernel_size ** num_layers
     return 1 + num_layers * (kernel_size - 1)

@@ -71,10 +71,12 @@ def saturation(logits: np.ndarray) -> dict:
     Returns a dict of averages over the rows:
     ``max_weight`` (largest weight, 1/S = uniform, 1 = one-hot), ``entropy`` (nats;
     ln S = uniform, 0 = one-hot) and ``jacobian_norm`` (Frobenius norm of
-    ``diag(p) - p pᵀ``: how much the weights can still move, 0 = frozen).
+    ``diag(p) - p pᵀ``: how much the weights can still move, 0 = frozen), and
+    ``jacobian_norm_median``, the same norm for the typical (median) row.
     """
     p = softmax_np(logits)                               # (N, S)
     ent = -(p * np.log(np.where(p > 0, p, 1.0))).sum(-1)  # 0·log 0 = 0
     jac = np.linalg.norm(softmax_jacobian_np(p), axis=(-2, -1))
     return {"max_weight": float(p.max(-1).mean()), "entropy": float(ent.mean()),
-            "jacobian_norm": float(jac.mean())}
+            "jacobian_norm": float(jac.mean()),
+            "jacobian_norm_median": float(np.median(jac))}

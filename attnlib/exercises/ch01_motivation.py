@@ -138,27 +138,27 @@ def receptive_field_reference(num_layers, kernel_size, dilated=False):
     """How many input positions one output of a stack of causal 1-D convolutions sees.
 
     Args:
-        num_layers: number of stacked conv layers ``L`` (0 means no layer: the token itself).
+        num_layers: number of stacked conv layers ``m`` (0 means no layer: the token itself).
         kernel_size: taps per layer ``k``.
         dilated: if True, layer ``l`` (from 0) spaces its taps ``k**l`` apart. Default: ``False``.
 
     Returns:
-        int: ``1 + L (k - 1)``, or ``k**L`` when dilated.
+        int: ``1 + m (k - 1)``, or ``k**m`` when dilated.
     """
-    L, k = int(num_layers), int(kernel_size)
+    m, k = int(num_layers), int(kernel_size)
     if dilated:
-        return k ** L
-    return 1 + L * (k - 1)
+        return k ** m
+    return 1 + m * (k - 1)
 
 
 def _rf_times(num_layers, kernel_size, dilated=False):
-    L, k = int(num_layers), int(kernel_size)
-    return k ** L if dilated else L * k
+    m, k = int(num_layers), int(kernel_size)
+    return k ** m if dilated else m * k
 
 
 def _rf_no_self(num_layers, kernel_size, dilated=False):
-    L, k = int(num_layers), int(kernel_size)
-    return k ** L - 1 if dilated else L * (k - 1)
+    m, k = int(num_layers), int(kernel_size)
+    return k ** m - 1 if dilated else m * (k - 1)
 
 
 def _rf_power_always(num_layers, kernel_size, dilated=False):
@@ -170,38 +170,39 @@ def _rf_ignores_dilation(num_layers, kernel_size, dilated=False):
 
 
 def _rf_dilation_base2(num_layers, kernel_size, dilated=False):
-    L, k = int(num_layers), int(kernel_size)
+    m, k = int(num_layers), int(kernel_size)
     if dilated:
-        return 1 + (k - 1) * (2 ** L - 1)
-    return 1 + L * (k - 1)
+        return 1 + (k - 1) * (2 ** m - 1)
+    return 1 + m * (k - 1)
 
 
 def _rf_one_layer_short(num_layers, kernel_size, dilated=False):
-    L, k = int(num_layers), int(kernel_size)
+    m, k = int(num_layers), int(kernel_size)
     if dilated:
-        return k ** max(L - 1, 0)
-    return 1 + max(L - 1, 0) * (k - 1)
+        return k ** max(m - 1, 0)
+    return 1 + max(m - 1, 0) * (k - 1)
 
 
 def _rf_cases():
     grid = [(1, 3), (2, 3), (5, 3), (4, 2), (3, 5), (0, 3), (6, 7)]
-    c = [Case((L, k), label=f"{L} layers, kernel {k}") for L, k in grid]
-    c += [Case((L, k), {"dilated": True}, label=f"{L} dilated layers, kernel {k}")
-          for L, k in [(3, 3), (4, 2), (2, 5), (0, 4)]]
+    c = [Case((m, k), label=f"{m} layers, kernel {k}") for m, k in grid]
+    c += [Case((m, k), {"dilated": True}, label=f"{m} dilated layers, kernel {k}")
+          for m, k in [(3, 3), (4, 2), (2, 5), (0, 4)]]
     return c
 
 
 register(Exercise(
     name="receptive_field",
     chapter="01_motivation",
-    prompt="Return how many input positions one output of L stacked convolutions of width k can see.",
+    prompt="Return how many input positions one output of m stacked convolutions of width k can see.",
     stub='''def receptive_field(num_layers, kernel_size, dilated=False):
     """Receptive field of a stack of causal 1-D convolutions.
 
     Args:
-        num_layers: number of layers L (0 = no layer: a token sees only itself).
+        num_layers: number of layers m (0 = no layer: a token sees itself).
         kernel_size: taps per layer k.
-        dilated: if True, layer l (counting from 0) spaces its k taps k**l apart.
+        dilated: if True, layer l (counting from 0) spaces its k taps
+            k**l apart. Default: False.
 
     Returns:
         int: how many input positions one output depends on.
@@ -214,24 +215,24 @@ register(Exercise(
     output_kind="int",
     mistakes=[
         Mistake("times", "Windows added without their overlap",
-                "L layers of width k do not see L·k positions: consecutive windows share one position "
-                "(the token itself), so each layer adds only k - 1 new ones. Use 1 + L·(k - 1).",
+                "m layers of width k do not see m·k positions: consecutive windows share one position "
+                "(the token itself), so each layer adds only k - 1 new ones. Use 1 + m·(k - 1).",
                 _rf_times),
         Mistake("no_self", "Off by one: the token itself is missing",
                 "Each layer adds k - 1 positions, but you forgot the one position every output sees "
-                "with no layer at all, itself. Start from 1: 1 + L·(k - 1) (and k**L, not k**L - 1).",
+                "with no layer at all, itself. Start from 1: 1 + m·(k - 1) (and k**m, not k**m - 1).",
                 _rf_no_self),
         Mistake("power_always", "Windows multiplied without dilation",
                 "Plain stacked convolutions grow the window linearly, by k - 1 per layer, not by a "
-                "factor of k. Only dilated layers (taps k**l apart) reach k**L.",
+                "factor of k. Only dilated layers (taps k**l apart) reach k**m.",
                 _rf_power_always),
         Mistake("ignores_dilation", "Dilation ignored",
                 "With dilation k**l the taps of layer l are k**l apart, so layer l adds (k-1)·k**l "
-                "positions and the total is k**L, exponential in L.",
+                "positions and the total is k**m, exponential in m.",
                 _rf_ignores_dilation),
         Mistake("dilation_base2", "Dilations 1, 2, 4, … regardless of k",
                 "Here layer l is dilated by k**l (WaveNet's 1, 2, 4, … is the case k = 2). Summing "
-                "(k-1)·k**l over l = 0..L-1 gives k**L - 1, plus the token itself.",
+                "(k-1)·k**l over l = 0..m-1 gives k**m - 1, plus the token itself.",
                 _rf_dilation_base2),
         Mistake("one_layer_short", "Off by one in the layer count",
                 "You count one layer too few (as if the first layer did not widen the window). "

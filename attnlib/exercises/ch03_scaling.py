@@ -228,7 +228,8 @@ register(Exercise(
                 "axis 0. Use axis=-1 (and keepdims=True when you subtract the max and divide).",
                 _jac_wrong_axis),
         Mistake("naive_exp", "Overflow in exp",
-                "Right on small logits, NaN on large ones: exp(200) overflows. Subtract the max "
+                "Right on small logits, NaN on large ones: exp(800) overflows (float64 overflows "
+                "beyond exp(709.78)) and inf / inf is NaN. Subtract the max "
                 "over the last axis before exp.",
                 _jac_naive_exp),
     ],
