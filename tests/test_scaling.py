@@ -52,6 +52,7 @@ def test_saturation_metrics_stay_in_their_ranges(x):
     assert 1 / S - 1e-12 <= m["max_weight"] <= 1 + 1e-12
     assert -1e-12 <= m["entropy"] <= math.log(S) + 1e-12
     assert 0 <= m["jacobian_norm"] <= 1
+    assert 0 <= m["jacobian_norm_median"] <= 1
 
 
 def test_saturation_limits_uniform_and_one_hot():
@@ -72,4 +73,6 @@ def test_unscaled_logits_saturate_and_scaled_ones_do_not():
     small_scaled = sc.saturation(sc.random_logits(4, 16, 300, rng, scaled=True))
     assert big_raw["max_weight"] > 0.9 and big_scaled["max_weight"] < 0.4
     assert big_raw["jacobian_norm"] < 0.3 * big_scaled["jacobian_norm"]
+    # the typical unscaled row is frozen, far more than the mean (a few rows are not)
+    assert big_raw["jacobian_norm_median"] < 0.01 * big_scaled["jacobian_norm_median"]
     assert big_scaled["entropy"] == pytest.approx(small_scaled["entropy"], rel=0.1)
