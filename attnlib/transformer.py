@@ -12,6 +12,10 @@ What is here, each a few lines:
   the diagram in the seeds: ``x = LN(x + Attn(x)); x = LN(x + FFN(x))``) or **pre-LN**
   (``norm_first=True``, used by GPT-2 and most current models:
   ``x = x + Attn(LN(x)); x = x + FFN(LN(x))``).
+* :func:`torch_multihead_attention` and :func:`torch_encoder_layer` - the same weights
+  loaded into ``torch.nn.MultiheadAttention`` / ``torch.nn.TransformerEncoderLayer``, the
+  outside references the chapters compare with (torch computes ``x @ W.T``, so they hold
+  the transposed matrices).
 
 Like the rest of attnlib it runs on NumPy arrays and PyTorch tensors (CPU or CUDA)
 through ``array_api_compat``: parameters are stored as NumPy float64 arrays and converted
@@ -19,6 +23,9 @@ to the caller's array type, dtype and device on use. It has no dropout and no tr
 code; it exists to make the block's structure concrete and testable. With the same
 weights it matches ``torch.nn.TransformerEncoderLayer(..., dropout=0.0)`` whose attention
 has zero in-projection and out-projection biases (see ``tests/test_transformer.py``).
+
+Shapes use the symbols of the package docstring: ``n`` tokens, width ``d_model``, FFN
+hidden width ``d_ff``.
 """
 from __future__ import annotations
 
@@ -30,8 +37,16 @@ from array_api_compat import device as _device
 
 from .multihead import multi_head_attention
 
-__all__ = ["layer_norm", "feed_forward", "sinusoidal_positional_encoding", "BlockParams", "self_attention",
-           "init_block_params", "transformer_block"]
+__all__ = ["layer_norm", "feed_forward", "sinusoidal_positional_encoding", "BlockParams",
+           "self_attention", "init_block_params", "transformer_block",
+           "torch_multihead_attention", "torch_encoder_layer"]
+
+
+def _numpy64(a) -> np.ndarray:
+    """A NumPy float64 copy of ``a`` (a NumPy array, or a torch tensor on any device)."""
+    if hasattr(a, "detach"):
+        a = a.detach().cpu().numpy()
+    return np.asarray(a, dtype=np.float64)
 
 
 def _like(a, x):
@@ -85,10 +100,17 @@ def feed_forward(x, w1, b1, w2, b2):
         >>> feed_forward(np.ones((3, 2)), np.eye(2), np.zeros(2), np.eye(2), np.zeros(2)).shape
         (3, 2)
     """
+    d_model, d_ff = x.shape[-1], w1.shape[-1]
+    if tuple(w1.shape) != (d_model, d_ff) or tuple(w2.shape) != (d_ff, d_model):
+        raise ValueError(f"x has shape {tuple(x.shape)}, w1 {tuple(w1.shape)} and w2 "
+                         f"{tuple(w2.shape)}: w1 must be (d_model, d_ff) and w2 (d_ff, d_model) "
+                         f"with d_model = x.shape[-1] = {d_model}")
     xp = array_namespace(x)
-    hidden = x @ _like(w1, x) + _like(b1, x)  # (..., n, d_model) @ (d_model, d_ff) -> (..., n, d_ff)
-    hidden = xp.where(hidden > 0, hidden, xp.zeros_like(hidden))  # ReLU
-    return hidden @ _like(w2, x) + _like(b2, x)  # (..., n, d_ff) @ (d_ff, d_model) -> (..., n, d_model)
+    # (..., n, d_model) @ (d_model, d_ff) -> (..., n, d_ff)
+    hidden = x @ _like(w1, x) + _like(b1, x)
+    hidden = xp.where(hidden > 0, hidden, xp.zeros_like(hidden))  # ReLU, (..., n, d_ff)
+    # (..., n, d_ff) @ (d_ff, d_model) -> (..., n, d_model)
+    return hidden @ _like(w2, x) + _like(b2, x)
 
 
 def sinusoidal_positional_encoding(n: int, d_model: int, *, base: float = 10000.0, like=None):
@@ -114,10 +136,11 @@ def sinusoidal_positional_encoding(n: int, d_model: int, *, base: float = 10000.
         (4, 6)
     """
     if d_model % 2:
-        raise ValueError(f"d_model must be even to pair sin and cos features, got d_model = {d_model}")
-    pos = np.arange(n, dtype=np.float64)[:, None]                      # (n, 1)
+        raise ValueError(f"d_model must be even to pair sin and cos features, got d_model = "
+                         f"{d_model}; use an even width such as {d_model + 1}")
+    pos = np.arange(n, dtype=np.float64)[:, None]                           # (n, 1)
     freq = base ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)  # (d_model / 2,)
-    angle = pos * freq                                                 # (n, d_model / 2)
+    angle = pos * freq                                 # (n, 1) * (d_model / 2,) -> (n, d_model / 2)
     pe = np.empty((n, d_model))
     pe[:, 0::2] = np.sin(angle)
     pe[:, 1::2] = np.cos(angle)
@@ -132,7 +155,8 @@ class BlockParams:
         num_heads: number of attention heads.
         w_q, w_k, w_v, w_o: ``(d_model, d_model)`` attention projections (no biases).
         ln1_weight, ln1_bias, ln2_weight, ln2_bias: ``(d_model,)`` LayerNorm gains and shifts.
-        w1: ``(d_model, d_ff)``, b1: ``(d_ff,)``, w2: ``(d_ff, d_model)``, b2: ``(d_model,)``: the FFN.
+        w1: ``(d_model, d_ff)``, b1: ``(d_ff,)``, w2: ``(d_ff, d_model)``, b2: ``(d_model,)``:
+            the FFN.
     """
 
     num_heads: int
@@ -151,19 +175,23 @@ class BlockParams:
 
     @property
     def d_model(self) -> int:
+        """The model width (rows of ``w_q``)."""
         return self.w_q.shape[0]
 
     def num_parameters(self) -> dict:
         """Parameter counts per part: ``{"attention", "layer_norms", "ffn", "total"}``."""
-        size = {f.name: int(np.size(getattr(self, f.name))) for f in fields(self) if f.name != "num_heads"}
+        size = {f.name: int(np.size(getattr(self, f.name)))
+                for f in fields(self) if f.name != "num_heads"}
         out = {"attention": sum(size[k] for k in ("w_q", "w_k", "w_v", "w_o")),
-               "layer_norms": sum(size[k] for k in ("ln1_weight", "ln1_bias", "ln2_weight", "ln2_bias")),
+               "layer_norms": sum(size[k] for k in ("ln1_weight", "ln1_bias",
+                                                    "ln2_weight", "ln2_bias")),
                "ffn": sum(size[k] for k in ("w1", "b1", "w2", "b2"))}
         out["total"] = sum(out.values())
         return out
 
 
-def init_block_params(d_model: int, num_heads: int, d_ff: int | None = None, *, seed: int = 0) -> BlockParams:
+def init_block_params(d_model: int, num_heads: int, d_ff: int | None = None, *,
+                      seed: int = 0) -> BlockParams:
     """Random weights for :func:`transformer_block` (a fixed seed, so results are reproducible).
 
     Matrices are drawn from N(0, 1/fan_in), biases and LayerNorm shifts from N(0, 0.1²),
@@ -175,11 +203,16 @@ def init_block_params(d_model: int, num_heads: int, d_ff: int | None = None, *, 
         d_ff: hidden width of the FFN. Default: ``None`` (``4 * d_model``, as in the paper).
         seed: seed of the NumPy generator. Default: ``0``.
 
+    Returns:
+        a :class:`BlockParams` of NumPy float64 arrays.
+
     Example::
 
         >>> init_block_params(16, 4).w1.shape
         (16, 64)
     """
+    if not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
     if d_model % num_heads:
         raise ValueError(f"d_model = {d_model} is not divisible by num_heads = {num_heads}; "
                          "choose num_heads among the divisors of d_model")
@@ -196,13 +229,30 @@ def init_block_params(d_model: int, num_heads: int, d_ff: int | None = None, *, 
                        w_q=mat(d_model, d_model), w_k=mat(d_model, d_model),
                        w_v=mat(d_model, d_model), w_o=mat(d_model, d_model),
                        ln1_weight=1 + small(d_model), ln1_bias=small(d_model),
-                       w1=mat(d_model, d_ff), b1=small(d_ff), w2=mat(d_ff, d_model), b2=small(d_model),
+                       w1=mat(d_model, d_ff), b1=small(d_ff),
+                       w2=mat(d_ff, d_model), b2=small(d_model),
                        ln2_weight=1 + small(d_model), ln2_bias=small(d_model))
 
 
 def self_attention(x, p: BlockParams, *, attn_mask=None, is_causal=False):
-    """Multi-head self-attention of ``x`` with the block's weights: ``(..., n, d_model)``."""
-    w = [_like(a, x) for a in (p.w_q, p.w_k, p.w_v, p.w_o)]
+    """Multi-head self-attention of ``x`` with the block's weights (no residual, no LayerNorm).
+
+    Args:
+        x: ``(..., n, d_model)``, NumPy or torch (CPU or CUDA).
+        p: the block's weights; uses ``w_q, w_k, w_v, w_o`` and ``num_heads``.
+        attn_mask: bool mask, True = may attend, broadcastable to ``(..., n, n)``.
+            Default: ``None``.
+        is_causal: apply a causal mask. Default: ``False``.
+
+    Returns:
+        ``(..., n, d_model)``, in ``x``'s array type, dtype and device.
+
+    Example::
+
+        >>> self_attention(np.zeros((5, 16)), init_block_params(16, 4)).shape
+        (5, 16)
+    """
+    w = [_like(a, x) for a in (p.w_q, p.w_k, p.w_v, p.w_o)]  # each (d_model, d_model)
     return multi_head_attention(x, x, x, p.num_heads, *w, attn_mask=attn_mask, is_causal=is_causal)
 
 
@@ -229,8 +279,9 @@ def transformer_block(x, params: BlockParams, *, norm_first: bool = False, attn_
         (5, 16)
     """
     if x.shape[-1] != params.d_model:
-        raise ValueError(f"x has shape {tuple(x.shape)} but the block has d_model = {params.d_model}: "
-                         "the last axis of x must be d_model")
+        raise ValueError(f"x has shape {tuple(x.shape)} but the block has d_model = "
+                         f"{params.d_model}: the last axis of x must be d_model (or build the "
+                         f"params with init_block_params({x.shape[-1]}, num_heads))")
     p = params
 
     def attn(a):
@@ -246,3 +297,86 @@ def transformer_block(x, params: BlockParams, *, norm_first: bool = False, attn_
         x = layer_norm(x + attn(x), p.ln1_weight, p.ln1_bias)
         x = layer_norm(x + ffn(x), p.ln2_weight, p.ln2_bias)
     return x
+
+
+def torch_multihead_attention(w_q, w_k, w_v, w_o, num_heads: int, *, device="cpu"):
+    """A ``torch.nn.MultiheadAttention`` that computes what
+    ``al.multi_head_attention(x, x, x, num_heads, w_q, w_k, w_v, w_o)`` computes.
+
+    torch's layer computes ``x @ W.T`` and stacks the three input projections in
+    ``in_proj_weight``, so it is given ``cat([w_q.T, w_k.T, w_v.T])`` and ``w_o.T``. It has
+    no biases, float64 weights and ``batch_first=True``. Remember that its bool masks mean
+    True = *blocked*: pass ``~mask`` where attnlib takes ``mask``.
+
+    Args:
+        w_q, w_k, w_v, w_o: ``(d_model, d_model)`` NumPy arrays or tensors, used as ``x @ w``.
+        num_heads: number of heads; must divide ``d_model``.
+        device: where the layer lives. Default: ``"cpu"``.
+
+    Returns:
+        the layer, in eval mode; call it on float64 ``(N, n, d_model)`` tensors.
+
+    Example::
+
+        >>> mha = torch_multihead_attention(*[np.eye(8)] * 4, num_heads=2)
+        >>> mha.in_proj_weight.shape
+        torch.Size([24, 8])
+    """
+    import torch
+
+    ws = [torch.as_tensor(_numpy64(w)) for w in (w_q, w_k, w_v, w_o)]  # each (d_model, d_model)
+    d_model = ws[0].shape[0]
+    if any(tuple(w.shape) != (d_model, d_model) for w in ws):
+        raise ValueError(f"w_q, w_k, w_v, w_o have shapes {[tuple(w.shape) for w in ws]}; "
+                         f"all four must be (d_model, d_model) = ({d_model}, {d_model})")
+    mha = torch.nn.MultiheadAttention(d_model, num_heads, bias=False, batch_first=True,
+                                      dtype=torch.float64, device=device)
+    with torch.no_grad():  # torch computes x @ W.T, so it holds W.T
+        mha.in_proj_weight.copy_(torch.cat([w.T for w in ws[:3]]))  # (3 d_model, d_model)
+        mha.out_proj.weight.copy_(ws[3].T)                          # (d_model, d_model)
+    return mha.eval()
+
+
+def torch_encoder_layer(params: BlockParams, *, norm_first: bool = False, device="cpu"):
+    """A ``torch.nn.TransformerEncoderLayer`` holding the weights of ``params``.
+
+    Equal to :func:`transformer_block` with the same ``norm_first``: ReLU FFN of width
+    ``d_ff``, no dropout, the attention's in- and out-projection biases set to zero
+    (:func:`transformer_block` has none), matrices transposed (torch computes ``x @ W.T``).
+
+    Args:
+        params: the block's weights, e.g. from :func:`init_block_params`.
+        norm_first: ``False`` for post-LN, ``True`` for pre-LN. Default: ``False``.
+        device: where the layer lives. Default: ``"cpu"``.
+
+    Returns:
+        the layer (float64, ``batch_first=True``, eval mode).
+
+    Example::
+
+        >>> layer = torch_encoder_layer(init_block_params(16, 4), norm_first=True)
+    """
+    import torch
+
+    p = params
+    d_ff = p.w1.shape[1]
+    layer = torch.nn.TransformerEncoderLayer(p.d_model, p.num_heads, dim_feedforward=d_ff,
+                                             dropout=0.0, batch_first=True,
+                                             norm_first=norm_first, dtype=torch.float64,
+                                             device=device)
+
+    def t(a):
+        return torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float64)
+
+    attn = layer.self_attn
+    copies = [(attn.in_proj_weight, np.concatenate([p.w_q.T, p.w_k.T, p.w_v.T])),
+              (attn.in_proj_bias, np.zeros(3 * p.d_model)),
+              (attn.out_proj.weight, p.w_o.T), (attn.out_proj.bias, np.zeros(p.d_model)),
+              (layer.linear1.weight, p.w1.T), (layer.linear1.bias, p.b1),   # (d_ff, d_model)
+              (layer.linear2.weight, p.w2.T), (layer.linear2.bias, p.b2),   # (d_model, d_ff)
+              (layer.norm1.weight, p.ln1_weight), (layer.norm1.bias, p.ln1_bias),
+              (layer.norm2.weight, p.ln2_weight), (layer.norm2.bias, p.ln2_bias)]
+    with torch.no_grad():
+        for param, value in copies:
+            param.copy_(t(value))
+    return layer.eval()

@@ -107,13 +107,19 @@ def mha_torch_view_only(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
     return out.reshape(*b, n, d) @ torch.as_tensor(w_o)
 
 
+def mha_loop_mask_inverted(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    return mha_loop_over_heads(x, w_q, w_k, w_v, w_o, num_heads, None if mask is None else ~mask)
+
+
 @pytest.mark.parametrize("name,fn,key", [
     ("split_heads", lambda x, h: torch.as_tensor(x).view(*x.shape[:-2], h, x.shape[-2], -1),
      "reshape_without_transpose"),
     ("split_heads", lambda x, h: torch.as_tensor(x).unflatten(-1, (h, -1)), "forgot_transpose"),
+    ("split_heads", lambda x, h: torch.as_tensor(x).unflatten(-1, (h, -1)).transpose(0, 1), "hardcoded_axes"),
     ("multi_head_attention", mha_torch_scaled_by_d_model, "scale_by_d_model"),
     ("multi_head_attention", mha_loop_without_w_o, "forgot_w_o"),
     ("multi_head_attention", mha_torch_view_only, "reshape_without_transpose"),
+    ("multi_head_attention", mha_loop_mask_inverted, "mask_inverted"),
 ])
 def test_independently_written_mistakes_are_recognised(name, fn, key):
     res = check(name, fn)

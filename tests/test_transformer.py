@@ -6,8 +6,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import attnlib as al
 from attnlib.transformer import (feed_forward, init_block_params, layer_norm, self_attention,
-                                 sinusoidal_positional_encoding, transformer_block)
+                                 sinusoidal_positional_encoding, torch_encoder_layer,
+                                 torch_multihead_attention, transformer_block)
 
 
 def _torch_layer(p, norm_first):
@@ -156,9 +158,45 @@ def test_bad_sizes_raise_errors_that_name_the_argument():
         init_block_params(10, 3)
     with pytest.raises(ValueError, match=r"x has shape \(4, 6\).*d_model = 8"):
         transformer_block(np.zeros((4, 6)), init_block_params(8, 2))
+    with pytest.raises(ValueError, match="num_heads must be a positive int"):
+        init_block_params(8, 0)
+    p = init_block_params(8, 2)
+    with pytest.raises(ValueError, match=r"w1 must be \(d_model, d_ff\)"):
+        feed_forward(np.zeros((3, 6)), p.w1, p.b1, p.w2, p.b2)
 
 
 def test_parameter_counts():
     counts = init_block_params(16, 4).num_parameters()
     assert counts == {"attention": 4 * 16 * 16, "layer_norms": 4 * 16,
                       "ffn": 16 * 64 + 64 + 64 * 16 + 16, "total": 1024 + 64 + 2128}
+
+
+@pytest.mark.parametrize("n,d_model,h", [(1, 8, 2), (7, 12, 3), (5, 8, 8)])
+def test_torch_multihead_attention_loader_matches_attnlib_with_inverted_mask(n, d_model, h):
+    rng = np.random.default_rng(n + h)
+    ws = [rng.standard_normal((d_model, d_model)) / np.sqrt(d_model) for _ in range(4)]
+    x = torch.as_tensor(rng.standard_normal((2, n, d_model)))
+    allowed = torch.as_tensor(al.causal_mask(n))  # attnlib: True = may attend
+    mha = torch_multihead_attention(*ws, h)
+    assert not mha.training and mha.in_proj_bias is None
+    with torch.no_grad():
+        theirs, _ = mha(x, x, x, attn_mask=~allowed)  # torch.nn: True = blocked
+    ours = al.multi_head_attention(x, x, x, h, *[torch.as_tensor(w) for w in ws], attn_mask=allowed)
+    torch.testing.assert_close(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+def test_torch_multihead_attention_loader_rejects_non_square_weights():
+    with pytest.raises(ValueError, match=r"must be \(d_model, d_model\)"):
+        torch_multihead_attention(np.eye(8), np.eye(8), np.ones((8, 4)), np.eye(8), 2)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_torch_encoder_layer_loader_equals_an_independent_loader(norm_first):
+    p = init_block_params(12, 3, seed=4)
+    x = torch.as_tensor(np.random.default_rng(4).standard_normal((2, 5, 12)))
+    with torch.no_grad():
+        a = torch_encoder_layer(p, norm_first=norm_first)(x)
+        b = _torch_layer(p, norm_first)(x)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    np.testing.assert_allclose(a.numpy(), transformer_block(x.numpy(), p, norm_first=norm_first),
+                               rtol=1e-9, atol=1e-10)

@@ -34,7 +34,8 @@ register(Exercise(
     chapter="04_masking",
     prompt="Return the (n, n) bool causal mask: entry [i, j] is True when query i may attend to key j (j <= i).",
     stub='''def causal_mask(n):
-    """Return an (n, n) bool array, True where query i may attend to key j (j <= i)."""
+    """Return an (n, n) bool array, True where query i may attend to
+    key j, i.e. j <= i."""
     # YOUR CODE HERE
     raise NotImplementedError
 ''',
@@ -93,7 +94,8 @@ register(Exercise(
     prompt="Return the (batch, max_len) bool mask that is True at the real tokens: position p of "
            "sequence b is real when p < lengths[b].",
     stub='''def padding_mask(lengths, max_len):
-    """Return a (batch, max_len) bool array, True at real tokens (position < length)."""
+    """lengths: (batch,) ints. Return a (batch, max_len) bool array, True at the
+    real tokens: entry [b, p] is True when position p < lengths[b]."""
     # YOUR CODE HERE
     raise NotImplementedError
 ''',
@@ -118,6 +120,16 @@ register(Exercise(
                 "Your mask has shape (max_len, batch). Put the batch first: compare "
                 "np.arange(max_len)[None, :] with lengths[:, None] to get (batch, max_len).",
                 fn=lambda lengths, max_len: _padding_reference(lengths, max_len).T),
+        Mistake("kept_broadcast_axis", "An extra axis of size 1",
+                "Your mask has shape (batch, 1, max_len), like al.padding_mask, whose middle axis "
+                "broadcasts over the queries. This exercise asks for the plain (batch, max_len) "
+                "table: drop the middle axis (compare positions[None, :] with lengths[:, None]).",
+                fn=lambda lengths, max_len: _padding_reference(lengths, max_len)[:, None, :]),
+        Mistake("max_len_ignored", "The mask is as wide as the longest sequence, not max_len",
+                "You used np.arange(max(lengths)), so when the batch is padded beyond its longest "
+                "sequence the mask has too few columns. The keys axis has max_len positions: use "
+                "np.arange(max_len).",
+                fn=lambda lengths, max_len: _padding_reference(lengths, int(_lengths(lengths).max()))),
     ],
     hint="Broadcast np.arange(max_len)[None, :] (positions) against lengths[:, None].",
     output_kind="bool",
@@ -164,8 +176,9 @@ register(Exercise(
     prompt="Return the (batch, n, n) bool mask of a padded decoder batch: entry [b, i, j] is True "
            "when j <= i (causal) AND key j is a real token of sequence b (j < lengths[b]).",
     stub='''def combined_mask(lengths, n):
-    """Return a (batch, n, n) bool array: True where query i may attend to key j of
-    sequence b, i.e. j <= i (causal) and j < lengths[b] (the key is a real token)."""
+    """lengths: (batch,) ints. Return a (batch, n, n) bool array, True
+    where query i of sequence b may attend to key j: j <= i (causal) and
+    j < lengths[b] (the key is a real token)."""
     # YOUR CODE HERE
     raise NotImplementedError
 ''',

@@ -35,6 +35,12 @@ def _split_interleaved(x, num_heads):
     return np.moveaxis(x, -1, -3)                               # (..., h, n, d_head)
 
 
+def _split_hardcoded_axes(x, num_heads):
+    *batch, n, d_model = x.shape
+    x = x.reshape(*batch, n, num_heads, d_model // num_heads)  # (..., n, h, d_head)
+    return np.swapaxes(x, 0, 1)  # right only without batch axes
+
+
 def _split_no_transpose(x, num_heads):
     *batch, n, d_model = x.shape
     return x.reshape(*batch, n, num_heads, d_model // num_heads)  # (..., n, h, d_head)
@@ -81,6 +87,12 @@ register(Exercise(
                 "You returned (..., n, h, d_head). Attention runs per head over the n axis, which must "
                 "be the second-to-last: swap axes -2 and -3 to get (..., h, n, d_head).",
                 fn=_split_no_transpose),
+        Mistake("hardcoded_axes", "Axes counted from the front (breaks with a batch axis)",
+                "Your split is right for a single (n, d_model) sequence, but you swapped axes 0 and 1 "
+                "(e.g. x.transpose(1, 0, 2)), which for a batched (B, n, d_model) input swaps the batch "
+                "and token axes instead. Count from the end: swap axes -2 and -3 "
+                "(np.swapaxes(x, -2, -3)), so any number of leading batch axes works.",
+                fn=_split_hardcoded_axes),
     ],
     hint="Two steps: x.reshape(*x.shape[:-1], num_heads, d_head), then swap the token and head axes.",
 ))
@@ -95,7 +107,7 @@ def _softmax(s, axis=-1):
 
 
 def _mha(x, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=_split_reference, merge="transpose",
-         scale="head", use_w_o=True, axis=-1, use_mask=True):
+         scale="head", use_w_o=True, axis=-1, use_mask=True, invert_mask=False):
     """Multi-head self-attention and, through the keywords, each catalogued mistake."""
     *batch, n, d_model = x.shape
     h, d_head = num_heads, d_model // num_heads
@@ -108,8 +120,11 @@ def _mha(x, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=_split_reference,
     elif scale == "model":
         scores = scores / np.sqrt(d_model)
     if mask is not None and use_mask:
-        scores = np.where(np.asarray(mask, dtype=bool), scores, -np.inf)  # (n, n) broadcasts over heads
-    weights = _softmax(scores, axis=axis)  # (..., h, n, n)
+        allowed = np.asarray(mask, dtype=bool)
+        allowed = ~allowed if invert_mask else allowed
+        scores = np.where(allowed, scores, -np.inf)  # (n, n) broadcasts over batch and heads
+    with np.errstate(invalid="ignore"):    # an inverted mask can block a whole row: NaN
+        weights = _softmax(scores, axis=axis)  # (..., h, n, n)
     out = weights @ v                      # (..., h, n, n) @ (..., h, n, d_head) -> (..., h, n, d_head)
     if merge == "transpose":
         out = np.swapaxes(out, -2, -3)     # (..., n, h, d_head)
@@ -192,6 +207,12 @@ register(Exercise(
                 "When a mask is given, set the blocked scores (mask False) to -inf before the softmax, "
                 "e.g. np.where(mask, scores, -np.inf); the (n, n) mask broadcasts over batch and heads.",
                 fn=lambda *a, **kw: _mha(*a, **kw, use_mask=False)),
+        Mistake("mask_inverted", "The mask is used the wrong way round",
+                "You blocked the scores where the mask is True. In this course (and in PyTorch's "
+                "scaled_dot_product_attention) True means 'may attend': keep the score where mask "
+                "is True and set it to -inf where it is False, np.where(mask, scores, -np.inf). "
+                "(nn.MultiheadAttention is the API where True means blocked.)",
+                fn=lambda *a, **kw: _mha(*a, **kw, invert_mask=True)),
     ],
     hint="q = x @ w_q, then (..., n, h, d_head) -> (..., h, n, d_head); scores / √d_head; softmax over "
          "keys; weights @ v; back to (..., n, d_model); @ w_o.",
