@@ -1,1 +1,284 @@
-"""Exercises of chapter 06 (not written yet)."""
+"""Exercises of chapter 06 (complexity): ``online_softmax_merge`` and ``tiled_attention``.
+
+A *partial softmax state* of some queries over a set of keys ``J`` is the triple
+
+    m    = max_j s_j                       shape (..., L)
+    l    = sum_j exp(s_j - m)              shape (..., L)
+    acc  = sum_j exp(s_j - m) v_j          shape (..., L, Ev)
+
+(``acc / l`` is attention over ``J``). A row that may attend to nothing has
+``(-inf, 0, 0)``. The references are plain NumPy, independent of :mod:`attnlib.flash`,
+so the checker does not trust the code it teaches.
+"""
+from __future__ import annotations
+
+import gc
+import math
+import tracemalloc
+
+import numpy as np
+
+from ._core import Case, Exercise, Mistake, _run_limited, register
+
+__all__ = []  # exercises register themselves; nothing to import from here
+
+
+def _state(s, v):
+    """The partial state of scores ``s`` (..., L, S) (``-inf`` = masked) and values ``v``."""
+    m = s.max(-1)  # (..., L)
+    m_safe = np.where(np.isneginf(m), 0.0, m)
+    p = np.exp(s - m_safe[..., None])  # (..., L, S)
+    return m, p.sum(-1), p @ v  # acc: (..., L, S) @ (S, Ev) -> (..., L, Ev)
+
+
+# --------------------------------------------------------------------------- online_softmax_merge
+
+def _merge_reference(m1, l1, acc1, m2, l2, acc2):
+    m = np.maximum(m1, m2)  # (..., L)
+    m_safe = np.where(np.isneginf(m), 0.0, m)  # both empty: keep the factors at 0, not NaN
+    a1, a2 = np.exp(m1 - m_safe), np.exp(m2 - m_safe)
+    return m, a1 * l1 + a2 * l2, a1[..., None] * acc1 + a2[..., None] * acc2
+
+
+def _merge_no_rescale(m1, l1, acc1, m2, l2, acc2):
+    return np.maximum(m1, m2), l1 + l2, acc1 + acc2
+
+
+def _merge_inverted(m1, l1, acc1, m2, l2, acc2):
+    m = np.maximum(m1, m2)
+    a1, a2 = np.exp(m - m1), np.exp(m - m2)  # the factors the wrong way up
+    return m, a1 * l1 + a2 * l2, a1[..., None] * acc1 + a2[..., None] * acc2
+
+
+def _merge_acc_only(m1, l1, acc1, m2, l2, acc2):
+    m, _, acc = _merge_reference(m1, l1, acc1, m2, l2, acc2)
+    return m, l1 + l2, acc
+
+
+def _merge_keep_first_max(m1, l1, acc1, m2, l2, acc2):
+    a2 = np.exp(m2 - m1)  # everything expressed relative to m1, which may not be the max
+    a2 = np.where(np.isneginf(m2), 0.0, a2)
+    return m1, l1 + a2 * l2, acc1 + a2[..., None] * acc2
+
+
+def _merge_nan_on_empty(m1, l1, acc1, m2, l2, acc2):
+    m = np.maximum(m1, m2)
+    a1, a2 = np.exp(m1 - m), np.exp(m2 - m)  # -inf - (-inf) = NaN on a row with no keys
+    return m, a1 * l1 + a2 * l2, a1[..., None] * acc1 + a2[..., None] * acc2
+
+
+def _merge_cases():
+    rng = np.random.default_rng(60)
+
+    def halves(L, S1, S2, Ev, mag, shift=0.0, masked_rows=()):
+        s = rng.standard_normal((L, S1 + S2)) * mag
+        s[:, S1:] += shift  # the second block's scores are larger: its max wins
+        v = rng.standard_normal((S1 + S2, Ev))
+        for r, part in masked_rows:
+            s[r, :S1] = -np.inf if part in (1, 3) else s[r, :S1]
+            s[r, S1:] = -np.inf if part in (2, 3) else s[r, S1:]
+        return _state(s[:, :S1], v[:S1]) + _state(s[:, S1:], v[S1:])
+
+    return [
+        Case(args=halves(4, 3, 5, 2, 1.0, shift=2.0), label="two key blocks, the second with larger scores"),
+        Case(args=halves(3, 6, 2, 3, 1.0, shift=-3.0), label="the first block holds the maximum"),
+        Case(args=halves(5, 4, 4, 2, 30.0), label="large scores (exp(s) alone would overflow)"),
+        Case(args=halves(4, 3, 3, 2, 1.0, shift=1.0, masked_rows=[(0, 1), (1, 2), (3, 3)]),
+             label="rows masked in one block, and a row masked in both"),
+        Case(args=halves(1, 1, 1, 1, 1.0), label="one query, one key per block"),
+    ]
+
+
+register(Exercise(
+    name="online_softmax_merge",
+    chapter="06_complexity",
+    prompt="Merge the partial softmax states (m1, l1, acc1) and (m2, l2, acc2) of the same queries over "
+           "two disjoint key blocks into the state (m, l, acc) over both blocks.",
+    stub='''def online_softmax_merge(m1, l1, acc1, m2, l2, acc2):
+    """Merge two partial softmax states of the same queries over two key blocks.
+
+    m*: (L,) row maxima, l*: (L,) sums of exp(s - m*), acc*: (L, Ev) sums of exp(s - m*) v.
+    Return the state (m, l, acc) over both blocks. A row with m = -inf in both blocks
+    (nothing to attend to) must come back as (-inf, 0, 0), without NaN.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError
+''',
+    reference=_merge_reference,
+    cases=_merge_cases,
+    mistakes=[
+        Mistake("no_rescale", "The two states are added without rescaling",
+                "l1 + l2 and acc1 + acc2 add sums of exp(s - m1) to sums of exp(s - m2): two different "
+                "units. Bring both to the common maximum m = max(m1, m2) first: multiply state i by "
+                "exp(m_i - m) before adding.",
+                fn=_merge_no_rescale),
+        Mistake("inverted_factor", "The rescaling factor is upside down",
+                "You multiplied by exp(m - m_i), which is >= 1 and inflates the smaller block. The sums "
+                "were taken relative to m_i; relative to m = max(m1, m2) they are exp(m_i - m) times "
+                "smaller, so the factor is exp(m_i - m) <= 1.",
+                fn=_merge_inverted),
+        Mistake("l_not_rescaled", "Only acc is rescaled, not l",
+                "acc and l are sums over the same exp(s - m) terms, so they need the same factors: "
+                "l = exp(m1 - m) l1 + exp(m2 - m) l2. Otherwise acc / l is no longer the softmax average.",
+                fn=_merge_acc_only),
+        Mistake("max_not_updated", "The running maximum is not updated",
+                "You kept m1 as the reference and scaled the second state by exp(m2 - m1). acc / l is "
+                "right, but exp(m2 - m1) overflows as soon as the second block's scores are ~700 larger, "
+                "which is what the maximum is there to prevent. Return m = max(m1, m2) and scale both "
+                "states by exp(m_i - m).",
+                fn=_merge_keep_first_max),
+        Mistake("nan_on_empty_rows", "A row with no keys in either block becomes NaN",
+                "When m1 = m2 = -inf, m - m_i is -inf - (-inf) = NaN. Replace m by 0 where it is -inf "
+                "before computing exp(m_i - m) (e.g. np.where(np.isneginf(m), 0, m)); the factors are "
+                "then exp(-inf) = 0 and the row stays (-inf, 0, 0).",
+                fn=_merge_nan_on_empty),
+    ],
+    hint="m = max(m1, m2); each state is rescaled by exp(m_i - m); then l and acc are plain sums.",
+    rtol=1e-9, atol=1e-12,
+))
+
+
+# --------------------------------------------------------------------------- tiled_attention
+
+def _tiled_reference(q, k, v, block_size):
+    L, S = q.shape[0], k.shape[0]
+    q = q / math.sqrt(q.shape[-1])
+    m = np.full(L, -np.inf)  # running row maxima, (L,)
+    l = np.zeros(L)  # running sums of exp(s - m), (L,)
+    acc = np.zeros((L, v.shape[-1]))  # running sums of exp(s - m) v, (L, Ev)
+    for j0 in range(0, S, block_size):
+        s = q @ k[j0:j0 + block_size].T  # (L, E) @ (E, B) -> (L, B)
+        m_new = np.maximum(m, s.max(-1))
+        alpha = np.exp(m - m_new)  # rescales the old sums to the new maximum
+        p = np.exp(s - m_new[:, None])  # (L, B)
+        l = alpha * l + p.sum(-1)
+        acc = alpha[:, None] * acc + p @ v[j0:j0 + block_size]  # (L, B) @ (B, Ev) -> (L, Ev)
+        m = m_new
+    return acc / l[:, None]
+
+
+def _tiled_variant(q, k, v, block_size, *, rescale_acc=True, rescale_l=True, max_sub=True,
+                   scale=True, drop_last=False):
+    L, S = q.shape[0], k.shape[0]
+    if scale:
+        q = q / math.sqrt(q.shape[-1])
+    m = np.full(L, -np.inf) if max_sub else np.zeros(L)
+    l, acc = np.zeros(L), np.zeros((L, v.shape[-1]))
+    stop = (S // block_size) * block_size if drop_last else S
+    for j0 in range(0, stop, block_size):
+        s = q @ k[j0:j0 + block_size].T
+        m_new = np.maximum(m, s.max(-1)) if max_sub else m
+        alpha = np.exp(m - m_new)
+        p = np.exp(s - m_new[:, None])
+        l = (alpha * l if rescale_l else l) + p.sum(-1)
+        acc = (alpha[:, None] * acc if rescale_acc else acc) + p @ v[j0:j0 + block_size]
+        m = m_new
+    return acc / l[:, None]
+
+
+def _tiled_average_of_blocks(q, k, v, block_size):
+    """Softmax inside every block, then the mean of the block outputs."""
+    q = q / math.sqrt(q.shape[-1])
+    outs = []
+    for j0 in range(0, k.shape[0], block_size):
+        s = q @ k[j0:j0 + block_size].T
+        w = np.exp(s - s.max(-1, keepdims=True))
+        outs.append((w / w.sum(-1, keepdims=True)) @ v[j0:j0 + block_size])
+    return np.mean(outs, axis=0)
+
+
+def _tiled_cases():
+    rng = np.random.default_rng(61)
+
+    def qkv(L, S, E, Ev, mag=1.0):
+        return (rng.standard_normal((L, E)) * mag, rng.standard_normal((S, E)) * mag,
+                rng.standard_normal((S, Ev)))
+
+    return [
+        Case(args=(*qkv(5, 7, 4, 3), 3), label="S = 7 is not a multiple of block_size = 3"),
+        Case(args=(*qkv(8, 12, 8, 2), 4), label="S = 12 = 3 blocks of 4"),
+        Case(args=(*qkv(6, 10, 4, 3, mag=25.0), 4), label="large scores (exp(s) would overflow)"),
+        Case(args=(*qkv(3, 9, 16, 5), 2), label="E = 16, Ev = 5, L != S"),
+        Case(args=(*qkv(1, 1, 2, 1), 1), label="one query, one key"),
+        Case(args=(*qkv(4, 6, 4, 2), 16), label="block_size larger than S (one block)"),
+    ]
+
+
+def _tiled_memory_check(fn):
+    """Reject a solution whose peak memory shows that it built the (L, S) score matrix."""
+    rng = np.random.default_rng(62)
+    L = S = 2048
+    q, k, v = rng.standard_normal((L, 16)), rng.standard_normal((S, 16)), rng.standard_normal((S, 16))
+    full = L * S * 8  # bytes of one float64 (L, S) array
+    gc.collect()
+    tracemalloc.start()
+    try:
+        ok, value, _ = _run_limited(fn, (q, k, v, 64), {}, 20.0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    if not ok:
+        return (f"Your function is right on the small cases, but on L = S = {L} with block_size = 64 it "
+                f"{'ran too long' if type(value).__name__ == '_Timeout' else 'raised ' + repr(value)}.")
+    if peak > full / 4:
+        return (f"Right values, but not tiled: on L = S = {L} (block_size = 64) your function's peak memory "
+                f"was {peak / 2**20:.1f} MiB, while the whole (L, S) score matrix takes {full / 2**20:.0f} MiB. "
+                "It builds an L x S array (e.g. q @ k.T on all keys at once, or a full mask). Loop over key "
+                "blocks k[j:j + block_size] and keep only the running m, l and acc between blocks.")
+    return None
+
+
+register(Exercise(
+    name="tiled_attention",
+    chapter="06_complexity",
+    prompt="Compute softmax(q kᵀ / √E) v one block of block_size keys at a time, with the online softmax, "
+           "never holding the (L, S) score matrix.",
+    stub='''def tiled_attention(q, k, v, block_size):
+    """Exact attention softmax(q @ k.T / sqrt(E)) @ v, tiled over the keys.
+
+    q: (L, E), k: (S, E), v: (S, Ev). Process k and v in blocks of block_size rows,
+    keeping running (m, l, acc) per query; never build an (L, S) array.
+    Return the output (L, Ev).
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError
+''',
+    reference=_tiled_reference,
+    cases=_tiled_cases,
+    mistakes=[
+        Mistake("no_rescale", "The running sums are not rescaled when the maximum changes",
+                "After a block raises the row maximum from m to m_new, the old l and acc are still sums of "
+                "exp(s - m). Multiply both by alpha = exp(m - m_new) before adding the new block.",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, rescale_acc=False, rescale_l=False)),
+        Mistake("l_not_rescaled", "acc is rescaled but l is not",
+                "l and acc are sums over the same terms exp(s - m), so both need the factor "
+                "alpha = exp(m - m_new): l = alpha * l + p.sum(-1).",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, rescale_l=False)),
+        Mistake("acc_not_rescaled", "l is rescaled but acc is not",
+                "acc is a sum of exp(s - m) v over the blocks seen so far; when the maximum changes it must "
+                "be multiplied by alpha = exp(m - m_new), exactly like l.",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, rescale_acc=False)),
+        Mistake("average_of_block_softmaxes", "Each block is normalised on its own and the results averaged",
+                "A softmax per block gives every block the same total weight 1, whatever its scores. Keep "
+                "unnormalised sums (l, acc) across blocks and divide once at the end: out = acc / l.",
+                fn=_tiled_average_of_blocks),
+        Mistake("no_max_subtraction", "exp() of the raw scores overflows",
+                "Without the running maximum, exp(s) is inf for scores above ~709 (float64) and the output "
+                "becomes NaN. Keep a running max m, compute exp(s - m_new) and rescale the sums by "
+                "exp(m - m_new).",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, max_sub=False)),
+        Mistake("last_block_dropped", "The last, shorter block of keys is skipped",
+                "range(0, S - block_size, ...) or S // block_size blocks miss the keys after the last full "
+                "block when S is not a multiple of block_size. Loop with range(0, S, block_size): slicing "
+                "k[j:j + block_size] simply returns a shorter last block.",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, drop_last=True)),
+        Mistake("no_scale", "The scores are not divided by √E",
+                "Scaled dot-product attention uses scores q·k / √E (E = q.shape[-1]); scale q (or each "
+                "score block) by 1 / sqrt(E).",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, scale=False)),
+    ],
+    hint="For each key block: s = q @ kb.T / √E; m_new = max(m, s.max(1)); alpha = exp(m - m_new); "
+         "p = exp(s - m_new[:, None]); l = alpha*l + p.sum(1); acc = alpha[:, None]*acc + p @ vb.",
+    rtol=1e-9, atol=1e-12,
+    extra_check=_tiled_memory_check,
+))

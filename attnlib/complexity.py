@@ -1,0 +1,137 @@
+"""Measuring the cost of attention (chapter 6 helpers): time, peak memory, fitted exponents.
+
+These are the measurement tools the chapter uses, kept here so that each notebook cell
+shows one idea. Peak memory is measured with :mod:`tracemalloc`, which sees NumPy's
+allocations (NumPy reports them) but not torch's; use NumPy inputs when measuring it.
+"""
+from __future__ import annotations
+
+import gc
+import math
+import time
+import tracemalloc
+
+import numpy as np
+
+__all__ = ["best_time", "peak_memory", "fit_exponent", "score_matrix_bytes", "human_bytes",
+           "attention_flops"]
+
+_ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "float8": 1}
+
+
+def best_time(fn, repeats=3, *, threads=None, clock="wall"):
+    """The fastest of ``repeats`` calls of ``fn()`` after one warm-up call, in seconds.
+
+    The minimum is the least disturbed by other work on the machine.
+
+    Args:
+        fn: a function of no arguments.
+        repeats: timed calls. Default: ``3``.
+        threads: if given, torch runs with this many CPU threads during the timing (one
+            thread makes timings of torch CPU code far less sensitive to other programs
+            on a busy machine). Default: ``None`` (leave it).
+        clock: ``"wall"`` (:func:`time.perf_counter`) or ``"cpu"`` (:func:`time.process_time`,
+            the CPU time of this process: time spent waiting for a core taken by another
+            program is not counted). Default: ``"wall"``.
+
+    Example::
+
+        >>> al.complexity.best_time(lambda: q @ k.T)
+    """
+    if clock not in ("wall", "cpu"):
+        raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
+    now = time.perf_counter if clock == "wall" else time.process_time
+    old = None
+    if threads is not None:
+        import torch
+
+        old = torch.get_num_threads()
+        torch.set_num_threads(threads)
+    try:
+        fn()
+        best = math.inf
+        for _ in range(repeats):
+            t0 = now()
+            fn()
+            best = min(best, now() - t0)
+        return best
+    finally:
+        if old is not None:
+            torch.set_num_threads(old)
+
+
+def peak_memory(fn, *, warmup=True):
+    """Peak bytes allocated (and traced by :mod:`tracemalloc`) while ``fn()`` runs.
+
+    Counts NumPy arrays created during the call, including temporaries freed before it
+    returns; the inputs, allocated before, are not counted.
+
+    Args:
+        fn: a function of no arguments.
+        warmup: call ``fn()`` once untraced first, so that one-time costs (lazy imports,
+            caches) are not counted. Default: ``True``.
+
+    Example::
+
+        >>> al.complexity.peak_memory(lambda: al.scaled_dot_product_attention(q, k, v))
+    """
+    if warmup:
+        fn()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def fit_exponent(ns, ys):
+    """The slope ``p`` of the least-squares line ``log y = p log n + c``: ``y ~ n^p``.
+
+    Example::
+
+        >>> al.complexity.fit_exponent([1, 2, 4], [3, 12, 48])   # 2.0
+    """
+    ns, ys = np.asarray(ns, dtype=float), np.asarray(ys, dtype=float)
+    if ns.shape != ys.shape or ns.size < 2 or np.any(ns <= 0) or np.any(ys <= 0):
+        raise ValueError(f"fit_exponent needs two equally long lists of >= 2 positive numbers, got "
+                         f"{ns.size} sizes and {ys.size} values")
+    return float(np.polyfit(np.log(ns), np.log(ys), 1)[0])
+
+
+def score_matrix_bytes(n, dtype="float32"):
+    """Entries and bytes of one ``(n, n)`` score matrix (one head, one sequence, one layer).
+
+    Args:
+        n: sequence length. dtype: one of ``float64``, ``float32``, ``bfloat16``,
+            ``float16``, ``float8``. Default: ``"float32"``.
+
+    Returns:
+        ``(entries, bytes)`` as Python ints.
+
+    Example::
+
+        >>> al.complexity.score_matrix_bytes(4096, "float16")   # (16777216, 33554432)
+    """
+    if dtype not in _ITEMSIZE:
+        raise ValueError(f"dtype must be one of {sorted(_ITEMSIZE)}, got {dtype!r}")
+    return n * n, n * n * _ITEMSIZE[dtype]
+
+
+def human_bytes(b):
+    """``b`` bytes in binary units, e.g. ``'64.0 MiB'``, ``'32.0 GiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(b) < 1024 or unit == "PiB":
+            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
+        b /= 1024
+
+
+def attention_flops(L, S, E, Ev=None):
+    """Floating-point operations of the two matmuls of attention: ``2 L S E + 2 L S Ev``.
+
+    (Each of the ``L S`` scores is a dot product of ``E`` multiply-adds; each of the
+    ``L Ev`` outputs sums ``S`` products. The softmax adds ``O(L S)``.)
+    """
+    Ev = E if Ev is None else Ev
+    return 2 * L * S * E + 2 * L * S * Ev

@@ -1,0 +1,208 @@
+"""FlashAttention: exact attention, tiled, with the online-softmax recurrence.
+
+Plain attention builds the whole ``(L, S)`` score matrix, then its softmax, then
+multiplies by ``v``. :func:`flash_attention` computes the same numbers one tile of
+``Bq`` queries by ``Bk`` keys at a time and never holds more than one ``(Bq, Bk)`` tile
+of scores. For each query row it keeps three running quantities over the key blocks
+seen so far (Dao et al., 2022; Milakov and Gimelshein, 2018):
+
+    m    the largest score so far                          (N..., Bq, 1)
+    l    the sum of exp(score - m) so far                  (N..., Bq, 1)
+    acc  the sum of exp(score - m) * v_j so far            (N..., Bq, Ev)
+
+A new tile with scores ``s`` updates them by
+
+    m_new = max(m, rowmax(s))
+    alpha = exp(m - m_new)                 # rescales what was accumulated under the old max
+    p     = exp(s - m_new)
+    l     = alpha * l + rowsum(p)
+    acc   = alpha * acc + p @ v_tile
+    m     = m_new
+
+and at the end ``out = acc / l``. Every step is exact algebra, so the result equals
+softmax attention up to float rounding. Memory: ``O(Bq * Bk + L * Ev)`` instead of
+``O(L * S)``; with ``is_causal`` the tiles wholly above the diagonal are skipped.
+
+:func:`online_softmax_merge` is the same update written for two finished partial
+states; ring attention (:mod:`attnlib.ring`) merges the blocks of different devices
+with it.
+"""
+from __future__ import annotations
+
+import math
+
+from array_api_compat import device as _device
+
+from ._array import check_mask, check_scale, compute_dtype, namespace
+from .attention import _check_qkv
+
+__all__ = ["flash_attention", "online_softmax_merge", "attention_state"]
+
+
+def flash_attention(q, k, v, attn_mask=None, *, is_causal=False, scale=None, block_size=128):
+    r"""Exact scaled dot-product attention, tiled over queries and keys.
+
+    Same semantics as :func:`attnlib.scaled_dot_product_attention` (and
+    ``torch.nn.functional.scaled_dot_product_attention``), computed one
+    ``block_size x block_size`` tile of scores at a time with the online softmax, so
+    that no ``L x S`` array is ever built.
+
+    Args:
+        q: queries, shape ``(N..., L, E)``.
+        k: keys, shape ``(N..., S, E)``.
+        v: values, shape ``(N..., S, Ev)``.
+        attn_mask: optional mask broadcastable to ``(N..., L, S)``. A bool mask is
+            ``True`` where a query *may* attend; a float mask is added to the scores.
+            It is sliced per tile, so a broadcast mask (e.g. ``(1, S)``) stays small.
+            Default: ``None``.
+        is_causal: if ``True``, query ``i`` attends only to keys ``j <= i`` (top-left
+            aligned); tiles wholly above the diagonal are skipped. Default: ``False``.
+        scale: multiplier of the scores. Default: ``None`` (``1 / sqrt(E)``).
+        block_size: tile size ``Bq = Bk`` in positions. Default: ``128``.
+
+    Returns:
+        out: shape ``(N..., L, Ev)``, the caller's array type, dtype and device. A query
+        with nothing to attend to gets zeros.
+
+    Example::
+
+        >>> out = al.flash_attention(q, k, v, is_causal=True, block_size=64)
+    """
+    xp, batch, mask, scale = _check_sdpa_args(q, k, v, attn_mask, is_causal, scale)
+    block_size = check_block_size(block_size)
+    ct = compute_dtype(xp, q)  # float32 for 16-bit inputs
+    k, v = xp.astype(k, ct, copy=False), xp.astype(v, ct, copy=False)
+    if mask is not None and mask.dtype != xp.bool:
+        mask = xp.astype(mask, ct, copy=False)
+    L, S, dev = q.shape[-2], k.shape[-2], _device(q)
+    out = xp.zeros(batch + (L, v.shape[-1]), dtype=q.dtype, device=dev)  # (N..., L, Ev), filled block by block
+    for i0 in range(0, L, block_size):
+        i1 = min(i0 + block_size, L)
+        q_blk = xp.astype(q[..., i0:i1, :], ct) * scale  # (N..., Bq, E); scaling q costs Bq*E, not Bq*Bk
+        state = None
+        for j0 in range(0, S, block_size):
+            j1 = min(j0 + block_size, S)
+            if is_causal and j0 > i1 - 1:
+                break  # this tile and all after it lie above the diagonal
+            s = q_blk @ k[..., j0:j1, :].mT  # (N..., Bq, E) @ (N..., E, Bk) -> (N..., Bq, Bk)
+            if mask is not None:
+                s = _apply_mask(xp, s, _tile(mask, i0, i1, j0, j1))
+            if is_causal and j1 - 1 > i0:  # the tile straddles the diagonal
+                rows = xp.arange(i0, i1, device=dev)[:, None]  # (Bq, 1)
+                cols = xp.arange(j0, j1, device=dev)[None, :]  # (1, Bk)
+                s = xp.where(cols <= rows, s, -math.inf)
+            state = _update(xp, state, s, v[..., j0:j1, :])
+        if state is not None:  # (S = 0 leaves nothing to attend to: zeros)
+            out[..., i0:i1, :] = xp.astype(_finish(xp, state), q.dtype, copy=False)
+    return out
+
+
+def _check_sdpa_args(q, k, v, attn_mask, is_causal, scale):
+    """The checks of :func:`attnlib.scaled_dot_product_attention`, shared so that both
+    raise the same errors; returns ``(xp, batch, mask, scale)`` with a 1-D mask made ``(1, S)``."""
+    xp = namespace(q=q, k=k, v=v, attn_mask=attn_mask)
+    batch, L, S = _check_qkv(xp, q, k, v)
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal must be True or False, got {is_causal!r}")
+    if attn_mask is not None:
+        if is_causal:
+            raise ValueError("attn_mask and is_causal=True were both given (torch SDPA refuses "
+                             "this too); fold the causal part into the mask: attn_mask = "
+                             "attn_mask & al.causal_mask(L, S, like=q), and drop is_causal")
+        check_mask(xp, "attn_mask", attn_mask, batch + (L, S), "(N..., L, S)", like=q)
+        if attn_mask.ndim == 1:
+            attn_mask = attn_mask[None, :]  # (S,) -> (1, S)
+    return xp, batch, attn_mask, check_scale(scale, q.shape[-1])
+
+
+def check_block_size(block_size, name="block_size"):
+    """``block_size`` as a positive int, or a ValueError naming it."""
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"{name} must be a positive int (positions per tile), got {block_size!r}")
+    return block_size
+
+
+def _tile(mask, i0, i1, j0, j1):
+    """The part of a (broadcastable) mask that covers queries i0:i1 and keys j0:j1;
+    a dimension of size 1 is broadcast, not sliced."""
+    rows = slice(None) if mask.shape[-2] == 1 else slice(i0, i1)
+    cols = slice(None) if mask.shape[-1] == 1 else slice(j0, j1)
+    return mask[..., rows, cols]
+
+
+def _apply_mask(xp, s, m):
+    if m.dtype == xp.bool:
+        return xp.where(m, s, -math.inf)
+    return s + m
+
+
+def _update(xp, state, s, v_blk):
+    """One step of the online softmax: fold the scores ``s`` (N..., Bq, Bk) of one key
+    tile and its values ``v_blk`` (N..., Bk, Ev) into ``state = (m, l, acc)``."""
+    m_tile = xp.max(s, axis=-1, keepdims=True)  # (N..., Bq, 1)
+    m_new = m_tile if state is None else xp.maximum(state[0], m_tile)
+    m_safe = xp.where(m_new == -math.inf, 0.0, m_new)  # a row masked so far: keep exp() at 0, not NaN
+    p = xp.exp(s - m_safe)  # (N..., Bq, Bk)
+    pv = p @ v_blk  # (N..., Bq, Bk) @ (N..., Bk, Ev) -> (N..., Bq, Ev)
+    l_tile = xp.sum(p, axis=-1, keepdims=True)  # (N..., Bq, 1)
+    if state is None:
+        return m_new, l_tile, pv
+    m, l, acc = state
+    alpha = xp.exp(m - m_safe)  # (N..., Bq, 1)
+    return m_new, alpha * l + l_tile, alpha * acc + pv
+
+
+def _finish(xp, state):
+    """``acc / l``, with zeros for rows that had nothing to attend to (``l == 0``)."""
+    m, l, acc = state
+    return acc / xp.where(l == 0, 1.0, l)
+
+
+def attention_state(q, k, v, *, scale=None):
+    """The partial softmax state of ``q`` against one block of keys and values.
+
+    Args:
+        q: shape ``(N..., L, E)``; k: ``(N..., S, E)``; v: ``(N..., S, Ev)``.
+        scale: Default: ``None`` (``1 / sqrt(E)``).
+
+    Returns:
+        ``(m, l, acc)``: the row maximum of the scores ``(N..., L)``, the sum of
+        ``exp(score - m)`` ``(N..., L)`` and the unnormalised output ``(N..., L, Ev)``;
+        ``acc / l[..., None]`` is the attention output over this block.
+
+    Example::
+
+        >>> m, l, acc = al.attention_state(q, k[:64], v[:64])
+    """
+    xp = namespace(q=q, k=k, v=v)
+    _check_qkv(xp, q, k, v)
+    s = (q * check_scale(scale, q.shape[-1])) @ k.mT  # (N..., L, E) @ (N..., E, S) -> (N..., L, S)
+    m, l, acc = _update(xp, None, s, v)
+    return m[..., 0], l[..., 0], acc
+
+
+def online_softmax_merge(m1, l1, acc1, m2, l2, acc2):
+    """Merge two partial softmax states of the same queries over two disjoint key sets.
+
+    A state ``(m, l, acc)`` over keys ``J`` is ``m = max_j s_j``,
+    ``l = sum_j exp(s_j - m)`` and ``acc = sum_j exp(s_j - m) v_j``. The state over
+    ``J1 ∪ J2`` rescales both to the common maximum ``m = max(m1, m2)``:
+    ``l = exp(m1 - m) l1 + exp(m2 - m) l2`` and likewise for ``acc``.
+
+    Args:
+        m1, l1: shape ``(N..., L)``; acc1: shape ``(N..., L, Ev)``.
+        m2, l2, acc2: the same for the second key set.
+
+    Returns:
+        ``(m, l, acc)`` with the same shapes. A row with ``m = -inf`` in both (nothing
+        to attend to) stays ``(-inf, 0, 0)``.
+
+    Example::
+
+        >>> m, l, acc = al.online_softmax_merge(*al.attention_state(q, k1, v1), *al.attention_state(q, k2, v2))
+    """
+    xp = namespace(m1=m1, l1=l1, acc1=acc1, m2=m2, l2=l2, acc2=acc2)
+    m = xp.maximum(m1, m2)  # (N..., L)
+    m_safe = xp.where(m == -math.inf, 0.0, m)
+    a1, a2 = xp.exp(m1 - m_safe), xp.exp(m2 - m_safe)  # (N..., L)
+    return m, a1 * l1 + a2 * l2, a1[..., None] * acc1 + a2[..., None] * acc2

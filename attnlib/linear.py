@@ -1,0 +1,105 @@
+"""Linear attention with the feature map phi(x) = elu(x) + 1 (Katharopoulos et al., 2020).
+
+Softmax attention weighs key ``j`` for query ``i`` by ``exp(q_i . k_j / sqrt(E))``.
+Linear attention replaces that kernel with a dot product of positive features,
+``phi(q_i) . phi(k_j)``, and then the sum can be regrouped::
+
+    out_i = sum_j (phi(q_i) . phi(k_j)) v_j / sum_j phi(q_i) . phi(k_j)
+          = phi(q_i)^T [sum_j phi(k_j) v_j^T]  /  phi(q_i)^T [sum_j phi(k_j)]
+                       `------ KV (E, Ev) -----'              `--- z (E) ---'
+
+``KV`` and ``z`` are computed once, so the cost is ``O(n E Ev)`` time and ``O(E Ev)``
+extra memory: linear in ``n``. With ``is_causal`` the sums run over ``j <= i`` only:
+they become running (prefix) sums, updated chunk by chunk.
+
+**Error against softmax attention.** Linear attention is a *different* kernel, not an
+approximation that converges to softmax attention: on the same ``q, k, v`` the outputs
+differ. They agree when softmax attention is nearly uniform (small scores: both become
+the mean of the values) and drift apart as softmax attention gets peaked, because
+``phi(q) . phi(k)`` grows only polynomially where ``exp`` grows exponentially.
+``tests/test_linear.py`` measures both regimes.
+"""
+from __future__ import annotations
+
+from array_api_compat import device as _device
+
+from ._array import compute_dtype, namespace
+from .attention import _check_qkv
+from .flash import check_block_size
+
+__all__ = ["linear_attention", "elu_feature_map"]
+
+
+def elu_feature_map(x):
+    """``phi(x) = elu(x) + 1``: ``x + 1`` for ``x > 0`` and ``exp(x)`` otherwise; always > 0.
+
+    Example::
+
+        >>> al.elu_feature_map(np.array([-1.0, 0.0, 2.0]))   # [0.368, 1., 3.]
+    """
+    xp = namespace(x=x)
+    return xp.where(x > 0, x + 1, xp.exp(xp.minimum(x, 0.0)))
+
+
+def linear_attention(q, k, v, *, is_causal=False, chunk_size=64):
+    """Linear attention with the ``elu + 1`` feature map.
+
+    Args:
+        q: ``(N..., L, E)``; k: ``(N..., S, E)``; v: ``(N..., S, Ev)``.
+        is_causal: query ``i`` only sees keys ``j <= i`` (running sums). Default: ``False``.
+        chunk_size: positions per chunk of the causal running sums; within a chunk a
+            small ``(C, C)`` masked product is used. Default: ``64``.
+
+    Returns:
+        out: ``(N..., L, Ev)``. Every query sees at least key 0 and the features are
+        positive, so no denominator is zero.
+
+    Example::
+
+        >>> out = al.linear_attention(q, k, v, is_causal=True)
+    """
+    name = "linear_attention"
+    xp = namespace(q=q, k=k, v=v)
+    _check_qkv(xp, q, k, v)
+    if k.shape[-2] == 0:
+        raise ValueError(f"{name}: k and v have no positions (S = 0); linear attention needs S >= 1")
+    chunk_size = check_block_size(chunk_size, "chunk_size")
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"{name}: is_causal must be True or False, got {is_causal!r}")
+    out_dtype, ct = q.dtype, compute_dtype(xp, q)
+    fq = elu_feature_map(xp.astype(q, ct))  # (N..., L, E)
+    fk = elu_feature_map(xp.astype(k, ct))  # (N..., S, E)
+    v = xp.astype(v, ct)
+    if not is_causal:
+        kv = fk.mT @ v  # (N..., E, S) @ (N..., S, Ev) -> (N..., E, Ev)
+        z = xp.sum(fk, axis=-2)[..., None]  # (N..., E, 1)
+        out = (fq @ kv) / (fq @ z)  # (N..., L, Ev) / (N..., L, 1)
+        return xp.astype(out, out_dtype)
+    return xp.astype(_causal(xp, fq, fk, v, chunk_size), out_dtype)
+
+
+def _causal(xp, fq, fk, v, C):
+    """Causal linear attention by running sums over chunks of ``C`` positions."""
+    L, S = fq.shape[-2], fk.shape[-2]
+    dev = _device(fq)
+    kv = None  # running sum_j phi(k_j) v_j^T over the chunks already passed, (N..., E, Ev)
+    z = None  # running sum_j phi(k_j), (N..., E, 1)
+    outs = []
+    for c0 in range(0, L, C):
+        c1 = min(c0 + C, L)
+        q_c = fq[..., c0:c1, :]  # (N..., C, E)
+        k_c, v_c = fk[..., c0:min(c1, S), :], v[..., c0:min(c1, S), :]  # (N..., C', E), (N..., C', Ev)
+        rows = xp.arange(c0, c1, device=dev)[:, None]  # (C, 1)
+        cols = xp.arange(c0, c0 + k_c.shape[-2], device=dev)[None, :]  # (1, C')
+        a = xp.where(cols <= rows, q_c @ k_c.mT, 0.0)  # (N..., C, E) @ (N..., E, C') -> (N..., C, C')
+        num = a @ v_c  # (N..., C, C') @ (N..., C', Ev) -> (N..., C, Ev)
+        den = xp.sum(a, axis=-1, keepdims=True)  # (N..., C, 1)
+        if kv is not None:
+            num = num + q_c @ kv  # (N..., C, E) @ (N..., E, Ev) -> (N..., C, Ev)
+            den = den + q_c @ z  # (N..., C, E) @ (N..., E, 1) -> (N..., C, 1)
+        outs.append(num / den)
+        if k_c.shape[-2]:
+            kv_c = k_c.mT @ v_c  # (N..., E, C') @ (N..., C', Ev) -> (N..., E, Ev)
+            z_c = xp.sum(k_c, axis=-2)[..., None]  # (N..., E, 1)
+            kv, z = (kv_c, z_c) if kv is None else (kv + kv_c, z + z_c)
+    return xp.concat(outs, axis=-2) if len(outs) > 1 else outs[0]  # (N..., L, Ev)

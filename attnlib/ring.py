@@ -1,0 +1,255 @@
+"""Ring attention: exact attention for a sequence split over P devices (Liu et al., 2023).
+
+Device ``p`` keeps one shard of the queries, ``q_p``, for the whole computation and
+starts with the matching shard of keys and values, ``(k_p, v_p)``. In each of ``P``
+steps it folds the key/value block it holds into its running softmax state
+``(m, l, acc)`` (see :mod:`attnlib.flash`) and passes the block on to device ``p + 1``
+(mod ``P``), receiving a new one from ``p - 1``. After ``P`` steps every query shard has
+met every key block, and ``acc / l`` is exactly the attention output. No device ever
+holds more than one ``(L/P, S/P)`` block of scores or more than two K/V blocks, and the
+transfer of the next block can overlap the computation on the current one.
+
+Two versions, both equal to plain attention to float rounding:
+
+* :func:`ring_attention_simulated` runs the P virtual devices one after another in
+  this process (NumPy or torch, any device) and can report the schedule.
+* :func:`ring_attention_distributed` runs P real processes on this machine that talk
+  through ``torch.distributed`` with the gloo backend over 127.0.0.1; the per-process
+  code is :func:`attnlib._ring_worker.ring_worker`.
+"""
+from __future__ import annotations
+
+import math
+import os
+import queue as _queue
+import socket
+import time
+
+from array_api_compat import device as _device
+
+from ._array import check_scale, namespace
+from .attention import _check_qkv
+from .flash import online_softmax_merge
+
+__all__ = ["ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds"]
+
+
+def shard_bounds(n, P):
+    """Split ``range(n)`` into ``P`` contiguous shards as evenly as possible.
+
+    Returns:
+        a list of ``P`` pairs ``(start, stop)``; the first ``n % P`` shards are one longer.
+
+    Example::
+
+        >>> al.shard_bounds(10, 4)   # [(0, 3), (3, 6), (6, 8), (8, 10)]
+    """
+    sizes = [n // P + (1 if p < n % P else 0) for p in range(P)]
+    starts = [sum(sizes[:p]) for p in range(P)]
+    return [(s, s + z) for s, z in zip(starts, sizes)]
+
+
+def ring_schedule(P):
+    """Which key/value block each device holds at each step.
+
+    Returns:
+        a list of ``P`` lists: ``schedule[t][p]`` is the block device ``p`` works on at
+        step ``t``, namely ``(p - t) mod P``.
+
+    Example::
+
+        >>> al.ring_schedule(3)   # [[0, 1, 2], [2, 0, 1], [1, 2, 0]]
+    """
+    return [[(p - t) % P for p in range(P)] for t in range(P)]
+
+
+def _check_devices(P, L, S, name):
+    if isinstance(P, bool) or not isinstance(P, int) or P < 1:
+        raise ValueError(f"{name}: the number of devices must be a positive int, got {P!r}")
+    if P > min(L, S):
+        raise ValueError(f"{name}: {P} devices but only L = {L} queries and S = {S} keys; every "
+                         f"device needs at least one of each, so use at most {min(L, S)} devices")
+
+
+def block_state(xp, q_blk, k_blk, v_blk, q0, k0, is_causal):
+    """The partial softmax state ``(m, l, acc)`` of one query shard against one key block.
+
+    ``q_blk`` is already scaled; ``q0`` and ``k0`` are the global positions of the first
+    query and key (for the causal mask). Shapes: ``(N..., Lp, E)``, ``(N..., Sp, E)``,
+    ``(N..., Sp, Ev)`` -> ``m, l (N..., Lp)``, ``acc (N..., Lp, Ev)``. Returns ``None``
+    when the causal mask hides the whole block.
+    """
+    Lp, Sp = q_blk.shape[-2], k_blk.shape[-2]
+    if is_causal and k0 > q0 + Lp - 1:
+        return None  # every key of this block lies in the future of every query
+    s = q_blk @ k_blk.mT  # (N..., Lp, E) @ (N..., E, Sp) -> (N..., Lp, Sp)
+    if is_causal and k0 + Sp - 1 > q0:
+        dev = _device(q_blk)
+        rows = xp.arange(q0, q0 + Lp, device=dev)[:, None]  # (Lp, 1)
+        cols = xp.arange(k0, k0 + Sp, device=dev)[None, :]  # (1, Sp)
+        s = xp.where(cols <= rows, s, -math.inf)
+    m = xp.max(s, axis=-1)  # (N..., Lp)
+    m_safe = xp.where(m == -math.inf, 0.0, m)
+    p = xp.exp(s - m_safe[..., None])  # (N..., Lp, Sp)
+    return m, xp.sum(p, axis=-1), p @ v_blk  # acc: (N..., Lp, Sp) @ (N..., Sp, Ev) -> (N..., Lp, Ev)
+
+
+def finish_state(xp, state, shape, dtype, dev):
+    """``acc / l`` of a state (zeros where ``l == 0``, or for no state at all)."""
+    if state is None:
+        return xp.zeros(shape, dtype=dtype, device=dev)
+    m, l, acc = state
+    return acc / xp.where(l == 0, 1.0, l)[..., None]
+
+
+def _prepare(q, k, v, P, scale, is_causal, name):
+    xp = namespace(q=q, k=k, v=v)
+    batch, L, S = _check_qkv(xp, q, k, v)
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"{name}: is_causal must be True or False, got {is_causal!r}")
+    _check_devices(P, L, S, name)
+    return xp, batch, check_scale(scale, q.shape[-1])
+
+
+def ring_attention_simulated(q, k, v, num_devices, *, is_causal=False, scale=None, return_trace=False):
+    """Ring attention over ``num_devices`` virtual devices, simulated in this process.
+
+    Args:
+        q: ``(N..., L, E)``; k: ``(N..., S, E)``; v: ``(N..., S, Ev)``.
+        num_devices: P, the number of devices the sequence is split over (``<= min(L, S)``).
+        is_causal: query ``i`` sees keys ``j <= i`` (global positions, top-left
+            aligned); a device skips the computation on blocks wholly in the future.
+            Default: ``False``.
+        scale: Default: ``None`` (``1 / sqrt(E)``).
+        return_trace: also return the list of ``(step, device, block, computed)``
+            events. Default: ``False``.
+
+    Returns:
+        out: ``(N..., L, Ev)`` (and the trace when asked).
+
+    Example::
+
+        >>> out = al.ring_attention_simulated(q, k, v, num_devices=4, is_causal=True)
+    """
+    xp, batch, scale = _prepare(q, k, v, num_devices, scale, is_causal, "ring_attention_simulated")
+    P = num_devices
+    qs, ks = shard_bounds(q.shape[-2], P), shard_bounds(k.shape[-2], P)
+    q_sh = [q[..., a:b, :] * scale for a, b in qs]  # device p's queries, (N..., Lp, E)
+    held = [(k[..., a:b, :], v[..., a:b, :]) for a, b in ks]  # the K/V block device p holds now
+    states, trace = [None] * P, []
+    for t, blocks in enumerate(ring_schedule(P)):
+        for p, j in enumerate(blocks):
+            k_blk, v_blk = held[p]
+            new = block_state(xp, q_sh[p], k_blk, v_blk, qs[p][0], ks[j][0], is_causal)
+            trace.append((t, p, j, new is not None))
+            if new is not None:
+                states[p] = new if states[p] is None else online_softmax_merge(*states[p], *new)
+        held = [held[(p - 1) % P] for p in range(P)]  # pass every block one device on
+    outs = [finish_state(xp, s, batch + (b - a, v.shape[-1]), q.dtype, _device(q))
+            for s, (a, b) in zip(states, qs)]
+    out = xp.concat(outs, axis=-2)  # (N..., L, Ev)
+    return (out, trace) if return_trace else out
+
+
+def _free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_method():
+    """"forkserver" where available: one server process imports torch and attnlib once and
+    forks every worker from it, which starts P workers several times faster than "spawn"
+    (P fresh interpreters each importing torch) and is safe, unlike a plain fork of a
+    process that may already run threads. Elsewhere (Windows), "spawn"."""
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return "spawn"  # pragma: no cover
+    multiprocessing.set_forkserver_preload(["torch", "torch.distributed", "array_api_compat.torch",
+                                            "attnlib._ring_worker", "attnlib.ring"])
+    return "forkserver"
+
+
+def ring_attention_distributed(q, k, v, world_size, *, is_causal=False, scale=None, timeout=60.0,
+                               _fail_rank=None):
+    """Ring attention run for real: ``world_size`` processes, ``torch.distributed`` + gloo.
+
+    Each process (rank ``p``) keeps query shard ``p`` and passes key/value blocks to rank
+    ``p + 1`` with ``isend``/``irecv`` while it computes on the block it holds. The
+    processes are started with ``torch.multiprocessing`` and meet on a free port of
+    127.0.0.1; each sends its output shard back and this function joins them.
+
+    Args:
+        q: ``(N..., L, E)``; k: ``(N..., S, E)``; v: ``(N..., S, Ev)``: NumPy arrays or
+            torch tensors (they are sent to the workers as NumPy; the result comes back
+            in the caller's library, dtype and device).
+        world_size: P, the number of processes (``<= min(L, S)``).
+        is_causal: Default: ``False``.
+        scale: Default: ``None`` (``1 / sqrt(E)``).
+        timeout: seconds to wait for all processes, start-up included. Default: ``60``.
+
+    Returns:
+        out: ``(N..., L, Ev)``.
+
+    Raises:
+        RuntimeError: a process failed (to start, to join the process group, or while
+            computing); the message names the rank and quotes its error.
+        TimeoutError: the processes did not all finish within ``timeout`` seconds.
+
+    Example::
+
+        >>> out = al.ring_attention_distributed(q, k, v, world_size=4)
+    """
+    name = "ring_attention_distributed"
+    xp, _, scale = _prepare(q, k, v, world_size, scale, is_causal, name)
+    try:
+        import torch.multiprocessing as mp
+    except ImportError as exc:  # pragma: no cover
+        raise RuntimeError(f"{name} needs PyTorch (torch.distributed); install torch") from exc
+    from . import _ring_worker
+    from .devices import to_device
+
+    arrays = [to_device(x, "numpy") for x in (q, k, v)]
+    method = _start_method()
+    results = mp.get_context(method).Queue()
+    port = _free_port()
+    start = time.monotonic()
+    procs = mp.start_processes(
+        _ring_worker.ring_worker, nprocs=world_size, join=False, start_method=method,
+        # the workers' own rendezvous timeout is generous: the deadline is enforced here, with a clear message
+        args=(world_size, port, *arrays, is_causal, scale, max(float(timeout), 30.0), results, _fail_rank))
+    outs = {}
+    try:
+        while len(outs) < world_size:
+            try:
+                rank, out = results.get(timeout=0.1)
+                outs[rank] = out
+                continue
+            except _queue.Empty:
+                pass
+            if time.monotonic() - start > timeout:
+                missing = sorted(set(range(world_size)) - set(outs))
+                raise TimeoutError(f"{name}: ranks {missing} of {world_size} did not finish within "
+                                   f"timeout={timeout:g} s (start-up included); the processes were "
+                                   f"stopped. On a busy machine pass a larger timeout or fewer processes.")
+            try:
+                procs.join(timeout=0)  # raises if a process died with an error
+            except Exception as exc:  # noqa: BLE001 - ProcessRaisedException / ProcessExitedException
+                rank = getattr(exc, "error_index", "?")
+                raise RuntimeError(f"{name}: process {rank} of {world_size} failed, so the ring is broken "
+                                   f"and the run was stopped. Its error:\n{exc}") from None
+        procs.join(timeout=max(1.0, timeout - (time.monotonic() - start)))
+    finally:
+        for pr in procs.processes:
+            if pr.is_alive():
+                pr.terminate()
+        for pr in procs.processes:
+            pr.join(1.0)
+    import numpy as np
+
+    out = np.concatenate([outs[r] for r in range(world_size)], axis=-2)  # (N..., L, Ev)
+    like = q.device if hasattr(q, "device") and not isinstance(q, np.ndarray) else "numpy"
+    out = to_device(out, like)
+    return xp.astype(out, q.dtype) if out.dtype != q.dtype else out

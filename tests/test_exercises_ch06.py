@@ -1,0 +1,105 @@
+"""Chapter 6 exercises: references pass, stubs are 'not attempted', each catalogued mistake
+is named, other correct solutions pass, and a solution that builds the (L, S) score matrix
+is rejected by the peak-memory check."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import attnlib as al
+from attnlib.exercises import EXERCISES, check
+
+NAMES = ["online_softmax_merge", "tiled_attention"]
+
+
+def _stub(name):
+    ns = {}
+    exec(EXERCISES[name].stub, ns)
+    return ns[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_passes_and_stub_is_not_attempted(name):
+    assert EXERCISES[name].chapter == "06_complexity"
+    assert check(name, EXERCISES[name].reference).passed
+    assert check(name, _stub(name)).status == "not_attempted"
+
+
+@pytest.mark.parametrize("name,key", [(n, m.key) for n in NAMES for m in EXERCISES[n].mistakes])
+def test_each_catalogued_mistake_is_named(name, key):
+    m = EXERCISES[name].mistake(key)
+    res = check(name, m.fn)
+    assert res.status == "failed" and res.mistake == key, res.message
+    assert res.message.startswith(m.title)
+
+
+def test_attnlib_merge_passes():
+    assert check("online_softmax_merge", al.online_softmax_merge).passed
+
+
+def merge_torch(m1, l1, acc1, m2, l2, acc2):
+    m1, l1, acc1, m2, l2, acc2 = (torch.as_tensor(x) for x in (m1, l1, acc1, m2, l2, acc2))
+    m = torch.maximum(m1, m2)
+    ms = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    a1, a2 = torch.exp(m1 - ms), torch.exp(m2 - ms)
+    return m, a1 * l1 + a2 * l2, a1[..., None] * acc1 + a2[..., None] * acc2
+
+
+def test_a_torch_merge_passes():
+    assert check("online_softmax_merge", merge_torch).passed
+
+
+def tiled_two_level(q, k, v, block_size):
+    """Tiles over queries *and* keys, like flash_attention."""
+    out = np.empty((q.shape[0], v.shape[1]))
+    for i in range(0, q.shape[0], block_size):
+        out[i:i + block_size] = al.flash_attention(q[i:i + block_size], k, v, block_size=block_size)
+    return out
+
+
+def tiled_with_merge(q, k, v, block_size):
+    state = None
+    for j in range(0, k.shape[0], block_size):
+        new = al.attention_state(q, k[j:j + block_size], v[j:j + block_size])
+        state = new if state is None else al.online_softmax_merge(*state, *new)
+    m, l, acc = state
+    return acc / l[:, None]
+
+
+def tiled_torch(q, k, v, block_size):
+    q, k, v = (torch.as_tensor(x) for x in (q, k, v))
+    q = q / math.sqrt(q.shape[-1])
+    m = torch.full((q.shape[0],), -torch.inf, dtype=q.dtype)
+    l = torch.zeros_like(m)
+    acc = torch.zeros(q.shape[0], v.shape[1], dtype=q.dtype)
+    for kb, vb in zip(k.split(block_size), v.split(block_size)):
+        s = q @ kb.T
+        m_new = torch.maximum(m, s.amax(1))
+        a = torch.exp(m - m_new)
+        p = torch.exp(s - m_new[:, None])
+        l, acc, m = a * l + p.sum(1), a[:, None] * acc + p @ vb, m_new
+    return (acc / l[:, None]).numpy()
+
+
+@pytest.mark.parametrize("fn", [tiled_two_level, tiled_with_merge, tiled_torch])
+def test_other_correct_tiled_solutions_pass(fn):
+    res = check("tiled_attention", fn)
+    assert res.passed, res.message
+
+
+def test_a_solution_that_builds_the_score_matrix_is_rejected_by_memory():
+    def untiled(q, k, v, block_size):
+        return al.scaled_dot_product_attention(q, k, v)
+
+    res = check("tiled_attention", untiled)
+    assert res.status == "failed"
+    assert "peak memory" in res.message and "L x S array" in res.message and "Loop over key" in res.message
+
+
+def test_a_crashing_solution_gets_a_message_not_an_exception():
+    def broken(q, k, v, block_size):
+        return q @ k  # wrong shapes
+
+    res = check("tiled_attention", broken)
+    assert res.status == "failed" and "raised" in res.message
