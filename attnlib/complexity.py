@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import math
+import sys
 import time
 import tracemalloc
 
@@ -17,6 +18,13 @@ __all__ = ["best_time", "peak_memory", "fit_exponent", "score_matrix_bytes", "hu
            "attention_flops"]
 
 _ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "float8": 1}
+
+
+def _sync() -> None:
+    """Wait for queued CUDA work, if torch has started using a GPU in this process."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def best_time(fn, repeats=3, *, threads=None, clock="wall"):
@@ -51,8 +59,10 @@ def best_time(fn, repeats=3, *, threads=None, clock="wall"):
         fn()
         best = math.inf
         for _ in range(repeats):
+            _sync()  # CUDA runs asynchronously: start from an idle GPU ...
             t0 = now()
             fn()
+            _sync()  # ... and wait for the result before reading the clock
             best = min(best, now() - t0)
         return best
     finally:
