@@ -43,9 +43,10 @@ $(ASSETS): package.json package-lock.json tools/vendor_assets.py
 
 assets: $(ASSETS)
 
-# Debian's Chromium for the browser tests (Playwright drives it; no browser download)
+# Debian's Chromium for the browser tests (Playwright drives it; no browser download),
+# and a small CJK font so the glossary's Chinese shows in the review screenshots
 chromium:
-	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
+	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium fonts-wqy-microhei; }
 
 book: venv assets
 	$(BIN)/jupyter-book build . -W -n --keep-going
@@ -64,7 +65,7 @@ book-check: venv assets
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
 browser: venv chromium
-	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -p no:cacheprovider $(SITE_TESTS)
+	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(SITE_TESTS)
 
 test: unit nbval book-check
 	@$(MAKE) --no-print-directory browser
@@ -76,6 +77,7 @@ bench: venv
 	$(BIN)/python -m benchmarks
 
 gpu-check: venv
+	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'make gpu-check needs a CUDA GPU, and torch.cuda.is_available() is False here (a CPU-only torch or no GPU); make test covers the CPU')"
 	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q tests $(SITE_TESTS:%=--ignore=%)
 	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q --nbval --nbval-current-env chapters
 	$(BIN)/python -m benchmarks

@@ -1,0 +1,120 @@
+"""Fixtures for the browser tests: the built site served on 127.0.0.1 and Debian's
+Chromium driven by Playwright, with every request to another host blocked.
+
+The site is _build/html (``ATTNLIB_SITE`` overrides). When it is missing or Chromium is
+missing the tests are skipped with the command that fixes it, unless
+``ATTNLIB_REQUIRE_SITE=1`` (set by ``make test``), which turns the skip into a failure.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import pathlib
+import shutil
+import threading
+import urllib.parse
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SITE = pathlib.Path(os.environ.get("ATTNLIB_SITE", ROOT / "_build" / "html"))
+CHROMIUM = os.environ.get("ATTNLIB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+REQUIRED = os.environ.get("ATTNLIB_REQUIRE_SITE") == "1"
+# Chromium's own background traffic (updates, safe browsing, metrics) is switched off so
+# that every request the test sees comes from the page.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-background-networking", "--disable-component-update",
+    "--disable-default-apps", "--disable-sync", "--no-first-run", "--disable-extensions",
+    "--disable-domain-reliability", "--disable-client-side-phishing-detection",
+    "--metrics-recording-only", "--disable-dev-shm-usage", "--mute-audio",
+]
+
+
+def _missing(reason: str):
+    if REQUIRED:
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+
+@pytest.fixture(scope="session")
+def site() -> pathlib.Path:
+    if not (SITE / "index.html").is_file():
+        _missing(f"no built site at {SITE}: run `make book` first")
+    return SITE
+
+
+@pytest.fixture(scope="session")
+def base_url(site):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        _missing(f"Chromium not found at {CHROMIUM}: run `make chromium` (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class PageLog:
+    """What happened while a page was open: console errors, page errors, requests to
+    other hosts (blocked) and failed requests to the site."""
+
+    def __init__(self):
+        self.console_errors: list[str] = []
+        self.page_errors: list[str] = []
+        self.blocked: list[str] = []
+        self.failed: list[str] = []
+
+    def problems(self) -> list[str]:
+        return ([f"console error: {m}" for m in self.console_errors]
+                + [f"page error: {m}" for m in self.page_errors]
+                + [f"request to another host (blocked): {u}" for u in self.blocked]
+                + [f"failed request: {u}" for u in self.failed])
+
+
+@pytest.fixture()
+def open_page(browser, base_url):
+    """``open_page(path) -> (page, log)``: a fresh offline context per page."""
+    contexts = []
+
+    def _open(path: str):
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+        contexts.append(context)
+        log = PageLog()
+
+        def route(r):
+            url = urllib.parse.urlsplit(r.request.url)
+            if url.scheme in ("data", "blob") or url.hostname == "127.0.0.1":
+                r.continue_()
+            else:
+                log.blocked.append(r.request.url)
+                r.abort()
+
+        context.route("**/*", route)
+        page = context.new_page()
+        page.on("console", lambda m: log.console_errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: log.page_errors.append(str(e)))
+        page.on("requestfailed", lambda r: None if urllib.parse.urlsplit(r.url).hostname != "127.0.0.1"
+                else log.failed.append(f"{r.url} ({r.failure})"))
+        page.on("response", lambda r: log.failed.append(f"{r.url} (HTTP {r.status})") if r.status >= 400 else None)
+        page.goto(base_url + path, wait_until="load")
+        return page, log
+
+    yield _open
+    for c in contexts:
+        c.close()

@@ -1,0 +1,276 @@
+"""The built website, in a real browser, with the network cut.
+
+Every page of _build/html is discovered (nothing is hard-coded, so chapters are covered as
+they land) and opened in Debian's Chromium from a server on 127.0.0.1, with every request
+to another host aborted. For every page:
+
+* it loads with no console error, no page error, no failed request and no attempt to
+  reach another host;
+* every formula is rendered by the site's own MathJax 3 (one <mjx-container> per math
+  element, no <mjx-merror>, no raw TeX left);
+* every image has loaded (non-zero natural size);
+* every quiz answers a click on each choice with the right verdict and an explanation,
+  and every hidden answer (dropdown) opens;
+* every widget view is rendered, and moving each explorer's control changes the image
+  it shows.
+
+Also: the search page finds each chapter by a word of its title, and full-page
+screenshots of two chapters are saved under _build/screenshots/ for review.
+"""
+from __future__ import annotations
+
+import html
+import os
+import pathlib
+import re
+import urllib.parse
+
+import pytest
+from playwright.sync_api import Error as PlaywrightError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SITE = pathlib.Path(os.environ.get("ATTNLIB_SITE", ROOT / "_build" / "html"))  # as in conftest.py
+
+pytestmark = pytest.mark.browser
+
+SKIP_DIRS = {"_static", "_sources", "_images", "reports", "_sphinx_design_static"}
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+
+
+def discover_pages() -> list[str]:
+    if not (SITE / "index.html").is_file():
+        return ["index.html"]  # the `site` fixture then skips or fails with the reason
+    pages = []
+    for p in sorted(SITE.rglob("*.html")):
+        rel = p.relative_to(SITE)
+        if rel.parts[0] in SKIP_DIRS or rel.name == "search.html":
+            continue
+        pages.append(rel.as_posix())
+    return pages
+
+
+def chapter_pages() -> list[str]:
+    return [p for p in discover_pages() if p.startswith("chapters/")]
+
+
+PAGES = discover_pages()
+
+
+# ------------------------------------------------------------------------------ helpers
+
+WAIT_FOR_MATHJAX = """async () => {
+    if (!window.MathJax || !MathJax.startup || !MathJax.startup.promise) return false;
+    await MathJax.startup.promise;
+    if (MathJax.typesetPromise) await MathJax.typesetPromise();
+    return true;
+}"""
+
+MATH_STATE = """() => {
+    const maths = Array.from(document.querySelectorAll('.math'));
+    const raw = maths.filter(m => !m.querySelector('mjx-container'))
+                     .map(m => m.textContent.trim().slice(0, 60));
+    return {maths: maths.length, raw: raw,
+            containers: document.querySelectorAll('mjx-container').length,
+            errors: Array.from(document.querySelectorAll('mjx-merror')).map(e => e.textContent.slice(0, 80))};
+}"""
+
+BROKEN_IMAGES = """() => Array.from(document.images)
+    .filter(img => !(img.complete && img.naturalWidth > 0))
+    .map(img => img.currentSrc || img.src || img.outerHTML.slice(0, 80))"""
+
+# a fingerprint of the pixels an explorer currently shows
+SHOWN_IMAGE = """(box) => {
+    const img = Array.from(box.querySelectorAll('img.widget-image')).find(i => i.offsetParent !== null);
+    if (!img || !img.complete || !img.naturalWidth) return null;
+    const c = document.createElement('canvas');
+    c.width = img.naturalWidth; c.height = img.naturalHeight;
+    c.getContext('2d').drawImage(img, 0, 0);
+    return c.toDataURL();
+}"""
+
+
+def _settle(page) -> list[str]:
+    """Wait until fonts, MathJax and the widget manager have finished; say what did not."""
+    problems = []
+    page.wait_for_load_state("load")
+    page.evaluate("() => document.fonts.ready.then(() => true)")
+    if page.locator(".math").count():
+        try:
+            page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                                   timeout=15000)
+            page.evaluate(WAIT_FOR_MATHJAX)
+        except PlaywrightError as exc:
+            problems.append(f"MathJax 3 did not start on a page with math ({str(exc).splitlines()[0]})")
+    n_views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+    if n_views:
+        try:
+            page.wait_for_function("(n) => document.querySelectorAll('.jupyter-widgets').length >= n",
+                                   arg=n_views, timeout=20000)
+            page.wait_for_timeout(300)
+        except PlaywrightError:
+            problems.append(f"{n_views} widget views embedded but the widget manager rendered none")
+    return problems
+
+
+# -------------------------------------------------------------------------------- tests
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_works_offline(open_page, site, path):
+    page, log = open_page(path)
+    problems = _settle(page)
+
+    # math: rendered by the site's MathJax, nothing raw, no MathJax error
+    state = page.evaluate(MATH_STATE)
+    if state["maths"]:
+        if state["raw"]:
+            problems.append(f"{len(state['raw'])} formulas not rendered, e.g. {state['raw'][:3]}")
+        if state["containers"] < state["maths"]:
+            problems.append(f"{state['maths']} math elements but {state['containers']} <mjx-container>")
+    if state["errors"]:
+        problems.append(f"MathJax errors: {state['errors'][:3]}")
+
+    # images (figures, and the images inside explorers)
+    page.evaluate("() => Array.from(document.images).forEach(i => { i.loading = 'eager'; })")
+    page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=10000)
+    broken = page.evaluate(BROKEN_IMAGES)
+    if broken:
+        problems.append(f"images that did not load: {broken[:5]}")
+
+    # widgets: every view the page embeds is rendered, none shows an error
+    n_views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+    if n_views:
+        errors = page.locator("text=Error displaying widget").count()
+        if errors:
+            problems.append(f"{errors} widgets failed to display")
+
+    problems += check_quizzes(page)
+    problems += check_explorers(page)
+    problems += log.problems()
+    assert not problems, f"{path}:\n  " + "\n  ".join(problems)
+
+
+def _read(path: str) -> str:
+    f = SITE / path
+    return f.read_text(encoding="utf-8", errors="replace") if f.is_file() else ""
+
+
+def check_quizzes(page) -> list[str]:
+    """Click every choice of every quiz: each must reveal feedback that starts with the
+    right verdict and explains it. Then open every hidden answer (MyST dropdown)."""
+    problems = []
+    quizzes = page.locator(".attnlib-quiz")
+    for q in range(quizzes.count()):
+        choices = quizzes.nth(q).locator("details.attnlib-quiz-choice")
+        if choices.count() < 2:
+            problems.append(f"quiz {q + 1} has {choices.count()} choices")
+        n_right = 0
+        for c in range(choices.count()):
+            choice = choices.nth(c)
+            feedback = choice.locator(".attnlib-quiz-feedback")
+            if feedback.is_visible():
+                problems.append(f"quiz {q + 1}, choice {c + 1} shows its feedback before a click")
+            choice.locator("summary").click()
+            try:
+                feedback.wait_for(state="visible", timeout=2000)
+            except PlaywrightError:
+                problems.append(f"quiz {q + 1}, choice {c + 1}: a click shows no feedback")
+                continue
+            text = feedback.inner_text()
+            right = "attnlib-quiz-right" in (choice.get_attribute("class") or "")
+            n_right += right
+            verdict = "Correct." if right else "Not quite."
+            if not (text.startswith(verdict) and len(text) > len(verdict) + 2):
+                problems.append(f"quiz {q + 1}, choice {c + 1}: feedback {text[:60]!r} should start "
+                                f"with {verdict!r} and explain")
+        if choices.count() and not n_right:
+            problems.append(f"quiz {q + 1} has no correct choice")
+    dropdowns = page.locator("details.sd-dropdown")
+    for d in range(dropdowns.count()):
+        dd = dropdowns.nth(d)
+        summary = dd.locator("summary").first
+        summary.scroll_into_view_if_needed()
+        summary.click()
+        if not dd.evaluate("(el) => el.open") or not dd.locator(".sd-summary-content, .sd-card-body").first.is_visible():
+            problems.append(f"dropdown {d + 1} does not open on a click")
+    return problems
+
+
+def check_explorers(page) -> list[str]:
+    """Move the control of every explorer (a box with a slider or buttons above an image)
+    and require the shown image to change."""
+    problems = []
+    if not page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count():
+        return problems
+    boxes = page.locator(".widget-vbox").filter(has=page.locator("img.widget-image"))
+    if not boxes.count():
+        return ["the page embeds widgets but shows no explorer (a control above an image)"]
+    for b in range(boxes.count()):
+        box = boxes.nth(b)
+        box.scroll_into_view_if_needed()
+        before = box.evaluate(SHOWN_IMAGE)
+        if not before:
+            problems.append(f"explorer {b + 1} shows no image")
+            continue
+        if box.locator(".noUi-handle").count():
+            handle = box.locator(".noUi-handle").first
+            handle.focus()
+            handle.press("ArrowRight")
+            how = "pressing the right arrow on its slider"
+        elif box.locator(".widget-toggle-button").count() > 1:
+            buttons = box.locator(".widget-toggle-button")
+            target = next(i for i in range(buttons.count())
+                          if "mod-active" not in (buttons.nth(i).get_attribute("class") or ""))
+            buttons.nth(target).click()
+            how = f"clicking its button {target + 1}"
+        else:
+            problems.append(f"explorer {b + 1} has an image but no slider or buttons")
+            continue
+        try:
+            page.wait_for_function(f"([box, before]) => ({SHOWN_IMAGE})(box) !== before",
+                                   arg=[box.element_handle(), before], timeout=5000)
+        except PlaywrightError:
+            problems.append(f"explorer {b + 1}: {how} did not change the image")
+    return problems
+
+
+def _title_word(path: str) -> str | None:
+    """A distinctive word of a page's title (the longest one), for the search test."""
+    m = re.search(r"<title>(.*?)</title>", _read(path), re.S)
+    if not m:
+        return None
+    title = html.unescape(m.group(1)).split("\u2014")[0]  # "<page title> — <book title>"
+    words = re.findall(r"[A-Za-z]{4,}", title)
+    return max(words, key=len).lower() if words else None
+
+
+@pytest.mark.parametrize("path", chapter_pages() or ["(none)"])
+def test_search_finds_each_chapter(open_page, site, path):
+    if path == "(none)":
+        pytest.skip("no chapter page built")
+    word = _title_word(path)
+    if word is None:
+        pytest.skip(f"{path} has no title word to search for")
+    page, log = open_page(f"search.html?q={urllib.parse.quote(word)}")
+    results = page.locator("#search-results li a")
+    # Sphinx adds results one by one, then writes a summary line
+    page.wait_for_function("() => /search finished|did not match/i.test("
+                           "document.querySelector('#search-results')?.textContent || '')", timeout=20000)
+    hrefs = [results.nth(i).get_attribute("href") or "" for i in range(results.count())]
+    stem = pathlib.PurePosixPath(path).stem
+    assert any(stem in h for h in hrefs), f"searching {word!r} did not find {path}; results: {hrefs[:10]}"
+    assert not log.problems(), "; ".join(log.problems())
+
+
+def test_screenshots_of_two_chapters(open_page, site):
+    chapters = chapter_pages()
+    if len(chapters) < 2:
+        pytest.skip("fewer than two chapter pages")
+    # prefer chapters that show the most (math, figures, widgets)
+    chosen = sorted(chapters, key=lambda p: -len(_read(p)))[:2]
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for path in sorted(chosen):
+        page, log = open_page(path)
+        _settle(page)
+        out = SCREENSHOTS / (pathlib.PurePosixPath(path).stem + ".png")
+        page.screenshot(path=str(out), full_page=True)
+        assert out.stat().st_size > 10_000, f"{out} looks empty"

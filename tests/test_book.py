@@ -1,0 +1,303 @@
+"""Checks of the book's sources and of the built site in _build/html (no browser).
+
+Run after the book is built (``make browser`` runs them with the browser tests; ``make
+unit`` leaves them out). Without a built site the site checks are skipped, or fail under
+``ATTNLIB_REQUIRE_SITE=1`` (as in ``make test``).
+"""
+from __future__ import annotations
+
+import html.parser
+import importlib
+import json
+import os
+import pathlib
+import pkgutil
+import re
+import urllib.parse
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SITE = pathlib.Path(os.environ.get("ATTNLIB_SITE", ROOT / "_build" / "html"))
+SKIP_DIRS = {"_static", "_sources", "_images", "reports", "_sphinx_design_static"}
+
+
+# ------------------------------------------------------------------------------ sources
+
+def toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [c["file"] for c in part.get("chapters", [])]
+    return files
+
+
+def _source(stem: str) -> pathlib.Path | None:
+    for ext in (".ipynb", ".md"):
+        if (ROOT / f"{stem}{ext}").is_file():
+            return ROOT / f"{stem}{ext}"
+    return None
+
+
+def test_every_toc_entry_has_a_source_file():
+    missing = [f for f in toc_files() if _source(f) is None]
+    assert not missing, f"_toc.yml names files that do not exist: {missing}"
+
+
+def test_appendices_come_after_the_six_chapters():
+    files = toc_files()
+    chapters = [f for f in files if f.startswith("chapters/")]
+    appendix = [f for f in files if f.startswith("appendix/")]
+    assert len(chapters) == 6 and chapters == sorted(chapters), chapters
+    assert appendix == ["appendix/misconceptions", "appendix/glossary", "appendix/api", "appendix/bibliography"]
+    assert files.index(appendix[0]) > files.index(chapters[-1])
+
+
+def test_no_book_folder_named__static():
+    # Jupyter Book adds every .js/.css under a _static/ folder to *every* page, and then
+    # does the same for every other html_static_path (our vendored libraries).
+    assert not (ROOT / "_static").exists(), "keep site files in site_assets/, not _static/"
+
+
+def _bib_keys() -> set[str]:
+    return set(re.findall(r"@\w+\s*\{\s*([^,\s]+)\s*,", (ROOT / "references.bib").read_text(encoding="utf-8")))
+
+
+def test_bibliography_has_the_papers_the_course_builds_on():
+    required = {"vaswani2017attention", "dao2022flashattention", "dao2024flashattention2",
+                "shah2024flashattention3", "milakov2018online", "rabe2021selfattention",
+                "beltagy2020longformer", "zaheer2020bigbird", "katharopoulos2020transformers",
+                "liu2023ring", "ba2016layer", "xiong2020layer"}
+    assert not required - _bib_keys(), f"missing from references.bib: {sorted(required - _bib_keys())}"
+
+
+def test_bibtex_keys_are_unique():
+    keys = re.findall(r"@\w+\s*\{\s*([^,\s]+)\s*,", (ROOT / "references.bib").read_text(encoding="utf-8"))
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    assert not dupes, f"references.bib defines these keys twice: {dupes}"
+
+
+def _cited_keys() -> dict[str, set[str]]:
+    cites: dict[str, set[str]] = {}
+    pattern = re.compile(r"\{cite(?::\w+)?\}`([^`]+)`")
+    for f in toc_files():
+        src = _source(f)
+        if src is None:
+            continue
+        text = src.read_text(encoding="utf-8")
+        if src.suffix == ".ipynb":
+            nb = json.loads(text)
+            text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+        for group in pattern.findall(text):
+            cites.setdefault(f, set()).update(k.strip() for k in group.split(","))
+    return cites
+
+
+def test_every_citation_is_in_references_bib():
+    keys = _bib_keys()
+    missing = {f: sorted(c - keys) for f, c in _cited_keys().items() if c - keys}
+    assert not missing, f"cited but not in references.bib (append the entries): {missing}"
+
+
+def test_every_exercise_is_checked_in_its_chapter():
+    # the misconceptions appendix links each exercise to the section of its check cell
+    exercises = importlib.import_module("attnlib.exercises").EXERCISES
+    missing = []
+    for ex in exercises.values():
+        nb = ROOT / "chapters" / f"{ex.chapter}.ipynb"
+        code = "" if not nb.is_file() else "\n".join(
+            "".join(c["source"]) for c in json.loads(nb.read_text(encoding="utf-8"))["cells"]
+            if c["cell_type"] == "code")
+        if f'check("{ex.name}"' not in code and f"check('{ex.name}'" not in code:
+            missing.append(f"{ex.name} (chapter {ex.chapter})")
+    assert not missing, f"exercises registered but never checked in their chapter: {missing}"
+
+
+def test_launch_buttons_and_repository_are_configured():
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert cfg["repository"]["url"].startswith("https://github.com/")
+    buttons = cfg["launch_buttons"]
+    for key in ("binderhub_url", "colab_url", "jupyterhub_url"):
+        assert buttons.get(key, "").startswith("https://"), key
+    assert not buttons.get("thebe"), "thebe loads its JavaScript from a CDN on every page"
+
+
+# -------------------------------------------------------------------------- built site
+
+class _Page(html.parser.HTMLParser):
+    """The ids, links and resources of one HTML page."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+        self.resources: list[tuple[str, str]] = []  # (tag, url)
+        self.classes: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        if a.get("name") and tag == "a":
+            self.ids.add(a["name"])
+        self.classes.update((a.get("class") or "").split())
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+        if tag in ("script", "img", "iframe", "source", "video", "audio", "embed") and a.get("src"):
+            self.resources.append((tag, a["src"]))
+        if tag == "link" and a.get("href") and set((a.get("rel") or "").split()) & {"stylesheet", "preload", "icon", "modulepreload"}:
+            self.resources.append((tag, a["href"]))
+
+
+@pytest.fixture(scope="module")
+def pages() -> dict[str, _Page]:
+    if not (SITE / "index.html").is_file():
+        msg = f"no built site at {SITE}: run `make book` first"
+        if os.environ.get("ATTNLIB_REQUIRE_SITE") == "1":
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    out = {}
+    for f in sorted(SITE.rglob("*.html")):
+        rel = f.relative_to(SITE)
+        if rel.parts[0] in SKIP_DIRS:
+            continue
+        p = _Page()
+        p.feed(f.read_text(encoding="utf-8", errors="replace"))
+        out[rel.as_posix()] = p
+    return out
+
+
+def _is_external(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    return bool(parts.scheme and parts.scheme not in ("data", "blob")) or url.startswith("//")
+
+
+def test_every_toc_page_is_built(pages):
+    missing = [f for f in toc_files() if f"{f}.html" not in pages]
+    assert not missing, f"pages in _toc.yml that were not built: {missing}"
+
+
+def test_internal_links_resolve(pages):
+    broken = []
+    for name, page in pages.items():
+        for href in page.links:
+            if _is_external(href) or href.startswith(("mailto:", "javascript:")):
+                continue
+            parts = urllib.parse.urlsplit(href)
+            target = (SITE / name).parent / urllib.parse.unquote(parts.path) if parts.path else SITE / name
+            target = pathlib.Path(os.path.normpath(target))
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{name}: {href} (no such file)")
+                continue
+            if parts.fragment and target.suffix == ".html":
+                rel = target.relative_to(SITE).as_posix()
+                ids = pages[rel].ids if rel in pages else None
+                if ids is not None and urllib.parse.unquote(parts.fragment) not in ids:
+                    broken.append(f"{name}: {href} (no anchor #{parts.fragment} in {rel})")
+    assert not broken, f"{len(broken)} broken internal links:\n" + "\n".join(broken[:40])
+
+
+def test_pages_load_nothing_from_another_host(pages):
+    external = [f"{name}: <{tag}> {url}" for name, page in pages.items()
+                for tag, url in page.resources if _is_external(url)]
+    assert not external, "resources from other hosts:\n" + "\n".join(external[:40])
+
+
+def test_every_local_resource_exists(pages):
+    missing = []
+    for name, page in pages.items():
+        for tag, url in page.resources:
+            if _is_external(url) or url.startswith(("data:", "blob:")):
+                continue
+            path = urllib.parse.unquote(urllib.parse.urlsplit(url).path)
+            if not os.path.exists(os.path.normpath((SITE / name).parent / path)):
+                missing.append(f"{name}: <{tag}> {url}")
+    assert not missing, "missing files:\n" + "\n".join(missing[:40])
+
+
+def test_stylesheets_fetch_no_fonts_from_another_host():
+    if not SITE.is_dir():
+        pytest.skip("no built site")
+    bad = []
+    for css in SITE.joinpath("_static").rglob("*.css"):
+        for url in re.findall(r"url\(\s*['\"]?([^'\")]+)", css.read_text(encoding="utf-8", errors="replace")):
+            if _is_external(url):
+                bad.append(f"{css.relative_to(SITE)}: {url}")
+    assert not bad, "stylesheets that fetch from other hosts:\n" + "\n".join(bad[:20])
+
+
+def test_math_and_widgets_use_the_vendored_libraries(pages):
+    for name, page in pages.items():
+        scripts = [url for tag, url in page.resources if tag == "script"]
+        if "math" in page.classes:
+            assert any("_static/vendor/mathjax/tex-mml-chtml.js" in s for s in scripts), \
+                f"{name} has math but does not load the site's MathJax 3"
+        html_text = (SITE / name).read_text(encoding="utf-8", errors="replace")
+        if "application/vnd.jupyter.widget-state+json" in html_text:
+            for lib in ("_static/vendor/requirejs/require.js", "_static/vendor/html-manager/embed-amd.js"):
+                assert any(lib in s for s in scripts), f"{name} has widgets but does not load {lib}"
+
+
+def test_launch_buttons_are_plain_links(pages):
+    chapter = next((n for n in pages if n.startswith("chapters/")), None)
+    if chapter is None:
+        pytest.skip("no chapter built")
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repo = urllib.parse.urlsplit(cfg["repository"]["url"]).path.strip("/")  # OWNER/NAME
+    stem = pathlib.PurePosixPath(chapter).stem
+    links = pages[chapter].links
+    for key in ("binderhub_url", "colab_url", "jupyterhub_url"):
+        host = urllib.parse.urlsplit(cfg["launch_buttons"][key]).hostname
+        ok = [h for h in links if urllib.parse.urlsplit(h).hostname == host and f"{stem}.ipynb" in h
+              and (repo in h or urllib.parse.quote(repo, safe="") in h)]
+        assert ok, f"{chapter} has no {key} launch link to {host} for {repo}/{stem}.ipynb"
+
+
+def test_every_quiz_has_its_answer_in_a_dropdown(pages):
+    short = []
+    for name in pages:
+        text = (SITE / name).read_text(encoding="utf-8", errors="replace")
+        quizzes = text.count('class="attnlib-quiz"')
+        dropdowns = len(re.findall(r'<details class="[^"]*\bsd-dropdown\b', text))
+        if quizzes > dropdowns:
+            short.append(f"{name}: {quizzes} quizzes, {dropdowns} answer dropdowns")
+    assert not short, "concept questions without a hidden answer:\n" + "\n".join(short)
+
+
+def _public_modules() -> list[str]:
+    pkg = importlib.import_module("attnlib")
+    names = []
+    for info in pkgutil.walk_packages(pkg.__path__, "attnlib."):
+        parts = info.name.split(".")
+        if any(p.startswith("_") for p in parts) or (parts[:2] == ["attnlib", "exercises"] and len(parts) > 2):
+            continue
+        names.append(info.name)
+    return names
+
+
+def test_api_reference_covers_every_public_module(pages):
+    page = pages.get("appendix/api.html")
+    assert page is not None, "appendix/api.html was not built"
+    missing = [m for m in _public_modules() if m.replace(".", "-") not in page.ids]
+    assert not missing, f"modules without a section in the API reference: {missing}"
+    for fn in importlib.import_module("attnlib").__all__:
+        obj = getattr(importlib.import_module("attnlib"), fn)
+        if callable(obj) and not isinstance(obj, type(importlib)):
+            assert f"attnlib.{fn}" in page.ids, f"attnlib.{fn} is not documented in the API reference"
+
+
+def test_mistake_catalogue_lists_every_known_mistake():
+    page = SITE / "appendix" / "misconceptions.html"
+    if not page.is_file():
+        pytest.skip("no built site")
+    text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+    # Sphinx's smart quotes turn ' into ’ and " into “ ” in the page
+    norm = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
+    text = " ".join(text.translate(norm).split()).replace("---", "-").replace("--", "-")
+    exercises = importlib.import_module("attnlib.exercises").EXERCISES
+    missing = [f"{ex.name}: {m.title}" for ex in exercises.values() for m in ex.mistakes
+               if " ".join(m.title.rstrip(".").translate(norm).split()).replace("--", "-") not in text]
+    assert not missing, f"mistakes missing from the misconceptions appendix: {missing[:10]}"
