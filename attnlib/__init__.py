@@ -1,6 +1,7 @@
 """attnlib: small, exact attention for NumPy and PyTorch, and the course's exercises.
 
-Shape symbols used in every docstring and shape comment:
+Shape symbols used in every docstring and shape comment::
+
     N...  any number of batch dimensions (may be none)
     h     number of heads
     L     target (query) sequence length
@@ -12,12 +13,20 @@ Shape symbols used in every docstring and shape comment:
 from . import exercises, plots, quiz, widgets
 from .attention import scaled_dot_product_attention
 from .devices import default_device, to_device
+from .flash import attention_state, flash_attention, online_softmax_merge
+from .linear import elu_feature_map, linear_attention
 from .masks import causal_mask, padding_mask
 from .multihead import multi_head_attention
+from .ring import ring_attention_distributed, ring_attention_simulated, ring_schedule, shard_bounds
 from .softmax import softmax
+from .sparse import sliding_window_attention, sliding_window_mask, sliding_window_pairs
 
 __all__ = [
     "softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
     "multi_head_attention", "default_device", "to_device",
+    "flash_attention", "online_softmax_merge", "attention_state",
+    "sliding_window_attention", "sliding_window_mask", "sliding_window_pairs",
+    "linear_attention", "elu_feature_map",
+    "ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds",
     "exercises", "quiz", "widgets", "plots",
 ]

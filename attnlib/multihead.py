@@ -1,6 +1,126 @@
-"""Multi-head attention (placeholder: being written under the foundation issue)."""
+"""Multi-head attention without biases, the seeds' ``Q = X W^Q`` convention.
+
+The ``d_model`` features are split into ``h`` heads of ``d_head = d_model / h`` features;
+every head attends on its own (scale ``1/sqrt(d_head)``), the head outputs are concatenated
+back to ``d_model`` features and mixed by ``W_O``. The split is a reshape *followed by a
+transpose*: ``(N..., L, d_model) -> (N..., L, h, d_head) -> (N..., h, L, d_head)``. A
+reshape straight to ``(N..., h, L, d_head)`` would run without error but mix positions
+across heads (the course's "reshape-only bug").
+
+Equal to ``torch.nn.MultiheadAttention(d_model, h, bias=False, batch_first=True)`` with
+``in_proj_weight = cat([w_q.T, w_k.T, w_v.T])`` and ``out_proj.weight = w_o.T`` (it
+computes ``x @ W.T``), and with its bool masks inverted (True = blocked there).
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral
+
+from ._array import broadcast_batch, check_float, check_mask, fmt_shape, namespace
+from .attention import scaled_dot_product_attention
+
+__all__ = ["multi_head_attention"]
 
 
 def multi_head_attention(query, key, value, num_heads, w_q, w_k, w_v, w_o, *, attn_mask=None,
                          is_causal=False, return_weights=False):
-    raise NotImplementedError
+    r"""Multi-head attention: ``concat(head_1, ..., head_h) W_O`` with
+    ``head_i = attention(query W_Q[:, i], key W_K[:, i], value W_V[:, i])``.
+
+    Args:
+        query: ``(N..., L, d_model)``.
+        key: ``(N..., S, d_k)``; usually ``d_k = d_model`` (self-attention: key = query).
+        value: ``(N..., S, d_v)``; usually ``d_v = d_model``.
+        num_heads: number of heads ``h``; must divide ``d_model``.
+        w_q: ``(d_model, d_model)``, used as ``query @ w_q``; columns
+            ``i*d_head:(i+1)*d_head`` belong to head ``i``.
+        w_k: ``(d_k, d_model)``, used as ``key @ w_k``.
+        w_v: ``(d_v, d_model)``, used as ``value @ w_v``.
+        w_o: ``(d_model, d_model)``, used as ``concat(heads) @ w_o``.
+        attn_mask: bool (True = may attend) or float (added to the scores) mask. Either
+            broadcastable to ``(N..., L, S)`` and shared by every head (e.g. a
+            :func:`~attnlib.padding_mask` ``(N, 1, S)`` or :func:`~attnlib.causal_mask`
+            ``(L, S)``), or with one more dim than ``query``, broadcastable to
+            ``(N..., h, L, S)``, for per-head masks. Default: ``None``.
+        is_causal: apply a causal mask (query ``i`` sees keys ``j <= i``). Default: ``False``.
+        return_weights: also return the per-head attention weights. Default: ``False``.
+
+    Returns:
+        ``out`` of shape ``(N..., L, d_model)``, or ``(out, weights)`` with per-head
+        weights ``(N..., h, L, S)`` when ``return_weights=True``.
+
+    Example::
+
+        >>> out = al.multi_head_attention(x, x, x, 4, w_q, w_k, w_v, w_o, is_causal=True)
+    """
+    xp = namespace(query=query, key=key, value=value, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o,
+                   attn_mask=attn_mask)
+    h, d_head = _check(xp, query, key, value, num_heads, w_q, w_k, w_v, w_o)
+    if attn_mask is not None and attn_mask.ndim <= query.ndim:  # shared by every head
+        batch = broadcast_batch(query=query.shape[:-2], key=key.shape[:-2], value=value.shape[:-2])
+        check_mask(xp, "attn_mask", attn_mask, batch + (query.shape[-2], key.shape[-2]),
+                   "(N..., L, S)", like=query)
+        attn_mask = xp.expand_dims(attn_mask, axis=-3)  # (N..., L, S) -> (N..., 1, L, S)
+    q = _split_heads(xp, query @ w_q, h)  # (N..., L, d_model) -> (N..., h, L, d_head)
+    k = _split_heads(xp, key @ w_k, h)  # (N..., S, d_k) @ (d_k, d_model) -> (N..., h, S, d_head)
+    v = _split_heads(xp, value @ w_v, h)  # -> (N..., h, S, d_head)
+    res = scaled_dot_product_attention(q, k, v, attn_mask, is_causal=is_causal,
+                                       scale=1.0 / math.sqrt(d_head), return_weights=return_weights)
+    heads, weights = res if return_weights else (res, None)  # (N..., h, L, d_head)
+    out = _merge_heads(xp, heads) @ w_o  # (N..., L, d_model) @ (d_model, d_model) -> (N..., L, d_model)
+    return (out, weights) if return_weights else out
+
+
+def _split_heads(xp, x, h):
+    """(N..., L, d_model) -> (N..., L, h, d_head) -> (N..., h, L, d_head)."""
+    *batch, L, d_model = x.shape
+    x = xp.reshape(x, (*batch, L, h, d_model // h))  # (N..., L, h, d_head)
+    n = len(batch)
+    return xp.permute_dims(x, (*range(n), n + 1, n, n + 2))  # (N..., h, L, d_head)
+
+
+def _merge_heads(xp, x):
+    """(N..., h, L, d_head) -> (N..., L, h, d_head) -> (N..., L, d_model): the concat."""
+    *batch, h, L, d_head = x.shape
+    n = len(batch)
+    x = xp.permute_dims(x, (*range(n), n + 1, n, n + 2))  # (N..., L, h, d_head)
+    return xp.reshape(x, (*batch, L, h * d_head))  # (N..., L, d_model)
+
+
+def _check(xp, query, key, value, num_heads, w_q, w_k, w_v, w_o):
+    """Validate inputs and weights; return (h, d_head)."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        check_float(xp, name, x)
+        if x.ndim < 2:
+            raise ValueError(f"{name} has shape {fmt_shape(x.shape)}; it must be (N..., length, "
+                             f"features) with at least 2 dims, e.g. {name}[None, :]")
+    d_model = query.shape[-1]
+    if isinstance(num_heads, bool) or not isinstance(num_heads, Integral) or num_heads < 1:
+        raise TypeError(f"num_heads must be a positive int, got {num_heads!r}")
+    num_heads = int(num_heads)
+    if d_model % num_heads:
+        divisors = [d for d in range(1, d_model + 1) if d_model % d == 0]
+        raise ValueError(f"num_heads={num_heads} does not divide d_model={d_model} (query has "
+                         f"shape {fmt_shape(query.shape)}): every head gets d_model / num_heads "
+                         f"features; pick num_heads from {divisors}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key has shape {fmt_shape(key.shape)} and value has shape "
+                         f"{fmt_shape(value.shape)}: they must have the same length S along dim -2")
+    expected = {"w_q": (d_model, d_model), "w_k": (key.shape[-1], d_model),
+                "w_v": (value.shape[-1], d_model), "w_o": (d_model, d_model)}
+    for (name, shape), w in zip(expected.items(), (w_q, w_k, w_v, w_o)):
+        check_float(xp, name, w)
+        if tuple(w.shape) != shape:
+            src = {"w_q": "query", "w_k": "key", "w_v": "value", "w_o": "the concatenated heads"}[name]
+            hint = " (a torch nn.Linear weight is (out, in): pass its .T)" if w.ndim == 2 else ""
+            raise ValueError(f"{name} has shape {fmt_shape(w.shape)} but must be {fmt_shape(shape)}: "
+                             f"it is used as x @ {name} on {src} (last dim {shape[0]}) and "
+                             f"produces d_model = {d_model} features{hint}")
+        if w.dtype != query.dtype:
+            raise TypeError(f"{name} has dtype {w.dtype} but query has {query.dtype}; cast the "
+                            f"weights to the inputs' dtype")
+    for name, x in (("key", key), ("value", value)):
+        if x.dtype != query.dtype:
+            raise TypeError(f"{name} has dtype {x.dtype} but query has {query.dtype}; cast it")
+    broadcast_batch(query=query.shape[:-2], key=key.shape[:-2], value=value.shape[:-2])
+    return num_heads, d_model // num_heads

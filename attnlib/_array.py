@@ -1,0 +1,192 @@
+"""Array-API plumbing shared by attnlib's modules (private; not part of the public API).
+
+Every public function starts the same way: find the one array library its arguments come
+from (:func:`namespace`), check dtypes and shapes with messages that name the argument,
+the shapes seen and the fix, and only then compute. Keeping these checks here means
+``flash.py``, ``sparse.py`` and friends raise the same errors as ``attention.py``.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import array_api_compat
+import numpy as np
+
+__all__ = [
+    "namespace", "library", "is_torch", "check_float", "is_low_precision", "compute_dtype",
+    "broadcast_batch", "check_mask", "check_scale", "check_size", "fmt_shape", "can_overwrite",
+    "exp_",
+]
+
+
+def is_torch(x) -> bool:
+    """True when ``x`` is a ``torch.Tensor`` (without importing torch)."""
+    return array_api_compat.is_torch_array(x)
+
+
+def library(x) -> str:
+    """A short human name for the library an array comes from (used in error messages)."""
+    if isinstance(x, np.ndarray):
+        return "NumPy"
+    if is_torch(x):
+        return "torch"
+    return type(x).__module__.split(".")[0]
+
+
+def namespace(**arrays):
+    """The Array-API namespace shared by the named arrays (``None`` values are skipped).
+
+    Raises:
+        TypeError: an argument is not an array, or two arguments come from different
+            libraries (e.g. a NumPy mask with torch queries). The message names both.
+    """
+    values = [x for x in arrays.values() if x is not None]
+    t = type(values[0]) if values else None
+    if t in _NAMESPACES and all(type(x) is t for x in values):  # common case, ~0.3 us
+        return _NAMESPACES[t]
+    first_name = first = None
+    for name, x in arrays.items():
+        if x is None:
+            continue
+        if not array_api_compat.is_array_api_obj(x):
+            raise TypeError(
+                f"{name} must be a NumPy array or a torch tensor, got {type(x).__name__}; "
+                f"convert it first, e.g. np.asarray({name}, dtype=float)")
+        if first is None:
+            first_name, first = name, x
+        elif library(x) != library(first):
+            fix = (f"al.to_device({name}, {first_name}.device)" if is_torch(first)
+                   else f"al.to_device({name}, 'numpy')")
+            raise TypeError(
+                f"{first_name} is a {library(first)} array but {name} is a {library(x)} array; "
+                f"pass every input from the same library, e.g. {name} = {fix}")
+    if first is None:
+        raise TypeError("no array given")
+    xp = array_api_compat.array_namespace(*values)
+    if all(type(x) is t for x in values) and (t is np.ndarray or is_torch(values[0])):
+        _NAMESPACES[t] = xp  # cache per array type: namespace lookup is on every call's path
+    return xp
+
+
+_NAMESPACES: dict = {}
+
+
+def can_overwrite(x) -> bool:
+    """True when ``x`` (a fresh intermediate) may be updated in place: always for NumPy,
+    for torch only when autograd does not track it (its backward may need the old values)."""
+    return isinstance(x, np.ndarray) or (is_torch(x) and not x.requires_grad)
+
+
+def exp_(xp, x):
+    """``exp(x)``, overwriting ``x`` when :func:`can_overwrite` allows (saves a copy)."""
+    if isinstance(x, np.ndarray):
+        return np.exp(x, out=x)
+    if is_torch(x) and not x.requires_grad:
+        return x.exp_()
+    return xp.exp(x)
+
+
+def fmt_shape(shape) -> str:
+    """``(2, 3)`` for a shape, ``()`` for a scalar: the form used in every message."""
+    shape = tuple(shape)
+    return "(" + ", ".join(str(int(s)) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+_FLOATS: set = set()
+
+
+def check_float(xp, name: str, x) -> None:
+    """Raise TypeError unless ``x`` has a real floating dtype."""
+    if x.dtype in _FLOATS:  # cached: this check runs on every call
+        return
+    if xp.isdtype(x.dtype, "real floating"):
+        _FLOATS.add(x.dtype)
+    else:
+        fix = f"{name}.float()" if is_torch(x) else f"{name}.astype(np.float64)"
+        raise TypeError(f"{name} has dtype {x.dtype}, but attention needs real floating-point "
+                        f"inputs; convert it first, e.g. {fix}")
+
+
+def is_low_precision(x) -> bool:
+    """True for 16-bit floats (float16, bfloat16), which attnlib accumulates in float32."""
+    return x.dtype.itemsize == 2
+
+
+def compute_dtype(xp, x):
+    """The dtype attnlib computes in for inputs of ``x``'s dtype: float32 for 16-bit floats."""
+    return xp.float32 if is_low_precision(x) else x.dtype
+
+
+def _broadcast(a: tuple, b: tuple):
+    """Broadcast two shapes; None when they do not broadcast."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(y if x == 1 else x)
+    return tuple(reversed(out))
+
+
+def broadcast_batch(**shapes) -> tuple:
+    """Broadcast the batch shapes ``N...`` of several arguments, or raise a ValueError that
+    names them, e.g. ``broadcast_batch(q=(2, 3), k=(4,))``."""
+    first, *rest = shapes.values()
+    if all(s == first for s in rest):  # the common case: equal batch dims
+        return tuple(first)
+    out = ()
+    for name, shape in shapes.items():
+        new = _broadcast(out, tuple(shape))
+        if new is None:
+            seen = ", ".join(f"{n} {fmt_shape(s)}" for n, s in shapes.items())
+            raise ValueError(
+                f"the batch dims N... of {', '.join(shapes)} do not broadcast: {seen}; give them "
+                f"equal batch dims, or size-1 dims where one input is shared (e.g. {name}[None])")
+        out = new
+    return out
+
+
+def check_mask(xp, name: str, mask, target: tuple, dims: str, like) -> None:
+    """Check that ``mask`` is bool or floating, lives with ``like`` and broadcasts to ``target``.
+
+    Args:
+        name: the argument's name in messages, e.g. ``"attn_mask"``.
+        target: the shape the mask is applied to, e.g. the scores ``(N..., L, S)``.
+        dims: how to name ``target`` in the message, e.g. ``"(N..., L, S)"``.
+        like: an input the mask must share a device with.
+    """
+    if not (xp.isdtype(mask.dtype, "bool") or xp.isdtype(mask.dtype, "real floating")):
+        fix = f"{name}.bool()" if is_torch(mask) else f"{name}.astype(bool)"
+        raise TypeError(
+            f"{name} has dtype {mask.dtype}; use a bool mask (True = may attend, e.g. {fix}) "
+            f"or a float mask whose values are added to the scores (0 or -inf)")
+    if _broadcast(tuple(mask.shape), tuple(target)) != tuple(target):
+        L, S = target[-2], target[-1]
+        raise ValueError(
+            f"{name} has shape {fmt_shape(mask.shape)} but the scores are {fmt_shape(target)} "
+            f"{dims}: the mask must broadcast to them, so its last two dims must be (L, S) = "
+            f"({L}, {S}) or 1, and it may not have extra or larger batch dims")
+    if is_torch(mask) and mask.device != like.device:
+        raise ValueError(f"{name} is on {mask.device} but the inputs are on {like.device}; "
+                         f"move it with {name}.to('{like.device}')")
+
+
+def check_scale(scale, E: int) -> float:
+    """The softmax scale: ``1/sqrt(E)`` when ``scale`` is None, else ``scale`` as a float."""
+    if scale is None:
+        return 1.0 / math.sqrt(E) if E > 0 else 1.0
+    if isinstance(scale, bool) or not isinstance(scale, Real) or not math.isfinite(scale):
+        raise TypeError(f"scale must be a finite Python number or None (for 1/sqrt(E)), got "
+                        f"{scale!r}; pass e.g. scale=float(s)")
+    return float(scale)
+
+
+def check_size(name: str, n) -> int:
+    """``n`` as an int, or a ValueError/TypeError naming ``name``."""
+    if isinstance(n, bool) or not isinstance(n, Integral):
+        raise TypeError(f"{name} must be an int, got {n!r} of type {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"{name} must be >= 0, got {n}")
+    return int(n)

@@ -1,0 +1,57 @@
+"""Shared test fixtures and helpers for attnlib's core tests.
+
+The outside reference for attention is PyTorch's own ``F.scaled_dot_product_attention``
+(and ``torch.softmax`` for the weights), run in float64 on the CPU.
+"""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+# Devices the torch tests run on: CPU always, CUDA when this machine has it.
+DEVICES = ["cpu", pytest.param("cuda", marks=[CUDA, pytest.mark.cuda])]
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def t64(x):
+    """A float64 (or bool) CPU torch copy of a NumPy array / torch tensor."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        return x if x.dtype == torch.bool else x.double()
+    x = torch.from_numpy(np.asarray(x))
+    return x if x.dtype == torch.bool else x.double()
+
+
+def ref_sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None):
+    """torch SDPA in float64 on the CPU: the outside reference for the output."""
+    m = None if attn_mask is None else t64(attn_mask)
+    return F.scaled_dot_product_attention(t64(q), t64(k), t64(v), attn_mask=m,
+                                          is_causal=is_causal, scale=scale)
+
+
+def ref_weights(q, k, attn_mask=None, is_causal=False, scale=None):
+    """Attention weights by torch.softmax in float64, zeros for rows with nothing to attend."""
+    q, k = t64(q), t64(k)
+    L, S = q.shape[-2], k.shape[-2]
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = q @ k.mT * scale
+    if is_causal:
+        attn_mask = torch.ones(L, S, dtype=torch.bool).tril()
+    if attn_mask is not None:
+        m = t64(attn_mask)
+        scores = scores.masked_fill(~m, -torch.inf) if m.dtype == torch.bool else scores + m
+    w = torch.softmax(scores, dim=-1)
+    return torch.nan_to_num(w, nan=0.0)  # torch.softmax gives NaN on all -inf rows
+
+
+def to_np(x):
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
+    return np.asarray(x)
