@@ -103,7 +103,7 @@ def test_mistake_is_recognised_as_itself(name, key):
     r = check(name, m.fn)
     assert r.status == "failed", str(r)
     assert r.mistake == key, f"recognised as {r.mistake!r}: {r.message}"
-    assert m.message in r.message
+    assert r.message.startswith(m.title) and m.message in r.message
     assert_displays(r)
 
 
