@@ -71,14 +71,7 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, *, is_causal=False, sc
         out = _try_fast(q, k, v, is_causal, scale)  # the hot path: ~1 us on top of torch's kernel
         if out is not None:
             return out
-    xp = namespace(q=q, k=k, v=v, attn_mask=attn_mask)
-    batch, L, S = _check_qkv(xp, q, k, v)
-    if attn_mask is not None:
-        if is_causal:
-            raise ValueError("attn_mask and is_causal=True were both given (torch SDPA refuses "
-                             "this too); fold the causal part into the mask: attn_mask = "
-                             "attn_mask & al.causal_mask(L, S, like=q), and drop is_causal")
-        check_mask(xp, "attn_mask", attn_mask, batch + (L, S), "(N..., L, S)", like=q)
+    xp, batch, L, S = _check_args(q, k, v, attn_mask, is_causal)
     if scale is not None:
         scale = check_scale(scale, q.shape[-1])
     if not return_weights and is_torch(q) and S:  # (S = 0: torch gets N... wrong; plain path)
@@ -87,6 +80,20 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, *, is_causal=False, sc
             return _fast(sdpa, q, k, v, attn_mask, is_causal, scale)
     scale = check_scale(scale, q.shape[-1])
     return _attention(xp, q, k, v, attn_mask, is_causal, scale, return_weights)
+
+
+def _check_args(q, k, v, attn_mask, is_causal):
+    """The argument checks shared by every attention function (this module, ``flash.py``):
+    q, k, v and the mask; returns ``(xp, batch shape N..., L, S)``."""
+    xp = namespace(q=q, k=k, v=v, attn_mask=attn_mask)
+    batch, L, S = _check_qkv(xp, q, k, v)
+    if attn_mask is not None:
+        if is_causal:
+            raise ValueError("attn_mask and is_causal=True were both given (torch SDPA refuses "
+                             "this too); fold the causal part into the mask: attn_mask = "
+                             "attn_mask & al.causal_mask(L, S, like=q), and drop is_causal")
+        check_mask(xp, "attn_mask", attn_mask, batch + (L, S), "(N..., L, S)", like=q)
+    return xp, batch, L, S
 
 
 def _check_qkv(xp, q, k, v):

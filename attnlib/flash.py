@@ -33,8 +33,8 @@ import math
 
 from array_api_compat import device as _device
 
-from ._array import check_mask, check_scale, compute_dtype, namespace
-from .attention import _check_qkv
+from ._array import check_scale, compute_dtype, namespace
+from .attention import _check_args, _check_qkv
 
 __all__ = ["flash_attention", "online_softmax_merge", "attention_state"]
 
@@ -100,18 +100,11 @@ def flash_attention(q, k, v, attn_mask=None, *, is_causal=False, scale=None, blo
 def _check_sdpa_args(q, k, v, attn_mask, is_causal, scale):
     """The checks of :func:`attnlib.scaled_dot_product_attention`, shared so that both
     raise the same errors; returns ``(xp, batch, mask, scale)`` with a 1-D mask made ``(1, S)``."""
-    xp = namespace(q=q, k=k, v=v, attn_mask=attn_mask)
-    batch, L, S = _check_qkv(xp, q, k, v)
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal must be True or False, got {is_causal!r}")
-    if attn_mask is not None:
-        if is_causal:
-            raise ValueError("attn_mask and is_causal=True were both given (torch SDPA refuses "
-                             "this too); fold the causal part into the mask: attn_mask = "
-                             "attn_mask & al.causal_mask(L, S, like=q), and drop is_causal")
-        check_mask(xp, "attn_mask", attn_mask, batch + (L, S), "(N..., L, S)", like=q)
-        if attn_mask.ndim == 1:
-            attn_mask = attn_mask[None, :]  # (S,) -> (1, S)
+    xp, batch, _, _ = _check_args(q, k, v, attn_mask, is_causal)
+    if attn_mask is not None and attn_mask.ndim == 1:
+        attn_mask = attn_mask[None, :]  # (S,) -> (1, S)
     return xp, batch, attn_mask, check_scale(scale, q.shape[-1])
 
 

@@ -13,13 +13,12 @@ Timing is interleaved (see ``_timing.py``); large sizes get fewer repeats.
 """
 from __future__ import annotations
 
-import gc
 import time
-import tracemalloc
 
 import numpy as np
 
 import attnlib as al
+from attnlib.complexity import peak_memory
 
 from ._timing import compare
 
@@ -32,16 +31,6 @@ TIME_TARGET, MEM_TARGET = 1.5, 10.0
 
 def _repeats(n):
     return 15 if n <= 1024 else 7 if n <= 4096 else 3 if n <= 8192 else 2
-
-
-def _peak_numpy(fn):
-    gc.collect()
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def _peak_cuda(fn):
@@ -90,7 +79,7 @@ def run_cpu(ns=NS):
         q, k, v = (rng.standard_normal((n, E)).astype(np.float32) for _ in range(3))
         plain = lambda: al.scaled_dot_product_attention(q, k, v)  # noqa: E731
         flash = lambda: al.flash_attention(q, k, v, block_size=BLOCK_CPU)  # noqa: E731
-        mp, mf = _peak_numpy(plain), _peak_numpy(flash)
+        mp, mf = peak_memory(plain, warmup=False), peak_memory(flash, warmup=False)
         tf, tp, r = compare(flash, plain, repeats=_repeats(n), target_s=0.0)
         rows.append(_row(n, tp, tf, mp, mf))
     return rows
