@@ -20,7 +20,6 @@ Two versions, both equal to plain attention to float rounding:
 from __future__ import annotations
 
 import math
-import os
 import queue as _queue
 import socket
 import time
