@@ -14,7 +14,7 @@ import tracemalloc
 
 import numpy as np
 
-__all__ = ["best_time", "peak_memory", "fit_exponent", "score_matrix_bytes", "human_bytes",
+__all__ = ["best_time", "best_times", "peak_memory", "fit_exponent", "score_matrix_bytes", "human_bytes",
            "attention_flops"]
 
 _ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "float8": 1}
@@ -30,7 +30,8 @@ def _sync() -> None:
 def best_time(fn, repeats=3, *, threads=None, clock="wall"):
     """The fastest of ``repeats`` calls of ``fn()`` after one warm-up call, in seconds.
 
-    The minimum is the least disturbed by other work on the machine.
+    The minimum is the least disturbed by other work on the machine. CUDA work is
+    waited for before the clock is read.
 
     Args:
         fn: a function of no arguments.
@@ -46,6 +47,24 @@ def best_time(fn, repeats=3, *, threads=None, clock="wall"):
 
         >>> al.complexity.best_time(lambda: q @ k.T)
     """
+    return best_times([fn], repeats, threads=threads, clock=clock)[0]
+
+
+def best_times(fns, repeats=3, *, threads=None, clock="wall"):
+    """:func:`best_time` of several functions, their calls interleaved (``f0, f1, f0,
+    f1, ...``) so that a slow phase of a busy machine falls on all of them alike.
+
+    Args:
+        fns: a list of functions of no arguments.
+        repeats, threads, clock: as for :func:`best_time`.
+
+    Returns:
+        a list with the best time of each function, in seconds.
+
+    Example::
+
+        >>> t_multi, t_one = al.complexity.best_times([multi, one], repeats=7)
+    """
     if clock not in ("wall", "cpu"):
         raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
     now = time.perf_counter if clock == "wall" else time.process_time
@@ -56,14 +75,16 @@ def best_time(fn, repeats=3, *, threads=None, clock="wall"):
         old = torch.get_num_threads()
         torch.set_num_threads(threads)
     try:
-        fn()
-        best = math.inf
+        for fn in fns:
+            fn()  # warm-up: first-call costs (allocations, kernel selection)
+        best = [math.inf] * len(fns)
         for _ in range(repeats):
-            _sync()  # CUDA runs asynchronously: start from an idle GPU ...
-            t0 = now()
-            fn()
-            _sync()  # ... and wait for the result before reading the clock
-            best = min(best, now() - t0)
+            for i, fn in enumerate(fns):
+                _sync()  # CUDA runs asynchronously: start from an idle GPU ...
+                t0 = now()
+                fn()
+                _sync()  # ... and wait for the result before reading the clock
+                best[i] = min(best[i], now() - t0)
         return best
     finally:
         if old is not None:
