@@ -140,18 +140,50 @@ def test_total_time_budget_stops_a_slow_but_finite_function(toy):
     assert _wait_no_workers(1.0)
 
 
+def _busy(seconds):
+    """Compute (burn CPU) for ``seconds`` of this thread's CPU time."""
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < seconds:
+        pass
+
+
 def test_correct_but_slow_on_perf_case_is_called_too_slow(toy):
     big = Case((np.ones(10_000),), label="big")
     toy(perf_case=big, slow_limit=0.2)
 
     def slow_when_big(x):
         if np.size(x) > 100:
+            _busy(0.4)
+        return _double(x)
+
+    t0 = time.perf_counter()
+    r = check("toy_double", slow_when_big)
+    assert r.status == "failed" and r.mistake == "too_slow" and "0.2 s of CPU time" in r.message
+    assert time.perf_counter() - t0 < 1.5  # stopped once it had used 0.2 s, not left to finish
+    assert check("toy_double", _double).passed
+
+
+def test_speed_is_judged_by_cpu_time_not_by_waiting(toy):
+    # On a busy machine a fast answer waits for a core: its wall time grows, its CPU
+    # time does not. Waiting (here: sleeping) is not computing and is not "too slow" ...
+    big = Case((np.ones(10_000),), label="big")
+    toy(perf_case=big, slow_limit=0.2)
+
+    def waits_when_big(x):
+        if np.size(x) > 100:
             time.sleep(0.4)
         return _double(x)
 
-    r = check("toy_double", slow_when_big)
-    assert r.status == "failed" and r.mistake == "too_slow" and "0.2 s" in r.message
-    assert check("toy_double", _double).passed
+    assert check("toy_double", waits_when_big).passed
+
+    def waits_forever_when_big(x):  # ... but a call that never returns is still stopped
+        if np.size(x) > 100:
+            time.sleep(3)  # past the 2 s wall limit (10 x slow_limit)
+        return _double(x)
+
+    r = check("toy_double", waits_forever_when_big)
+    assert r.status == "failed" and r.mistake == "too_slow"
+    assert _wait_no_workers(5)
 
 
 # --------------------------------------------------------------------------- learner errors

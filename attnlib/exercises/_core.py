@@ -411,12 +411,15 @@ def _check_speed(ex: Exercise, fn: Callable) -> CheckResult | None:
     if ex.perf_case is None:
         return None
     c = ex.perf_case
-    ok, value, secs = _run_limited(fn, _snapshot(c.args), _snapshot(c.kwargs), ex.slow_limit)
+    # judged by the worker's CPU time, so a busy machine does not make a fast answer "slow";
+    # the wall-clock limit only catches a call that waits (sleeps, blocks) instead of computing
+    ok, value, secs = _run_limited(fn, _snapshot(c.args), _snapshot(c.kwargs),
+                                   max(ex.time_limit, 10 * ex.slow_limit), cpu_limit=ex.slow_limit)
     if isinstance(value, _Timeout) or (ok and secs > ex.slow_limit):
         slow = next((m for m in ex.mistakes if m.kind == "slow"), None)
         msg = (f"{slow.title}. {slow.message}" if slow else
                "Correct, but far too slow: use array operations instead of Python loops over numbers.")
-        return _fail(ex, msg + f" (On inputs {_shapes(c)} it took over {ex.slow_limit:g} s; the "
+        return _fail(ex, msg + f" (On inputs {_shapes(c)} it used over {ex.slow_limit:g} s of CPU time; the "
                      "reference takes milliseconds.)" + _stuck_note(), "slow",
                      mistake=slow.key if slow else "too_slow", hint=False)
     if not ok:

@@ -74,22 +74,36 @@ class _Tee(io.TextIOBase):
         return "".join(self.parts)
 
 
-def _run_limited(fn: Callable, args: tuple, kwargs: dict, limit: float):
+def _thread_cpu_seconds(th: threading.Thread) -> float | None:
+    """CPU time used so far by thread ``th`` (None where the platform cannot tell)."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(th.ident))
+    except (AttributeError, OSError, TypeError):  # not Linux/BSD, or the thread has ended
+        return None
+
+
+def _run_limited(fn: Callable, args: tuple, kwargs: dict, limit: float, cpu_limit: float | None = None):
     """Run ``fn(*args, **kwargs)`` in a daemon thread. Returns ``(ok, value_or_exc,
     seconds)``; a call still running after ``limit`` seconds is interrupted (pure-Python
     loops stop at once, a long C call when it returns) and reported as
-    ``(False, _Timeout(), limit)``; if it keeps running it is listed in ``_STUCK``."""
+    ``(False, _Timeout(), limit)``; if it keeps running it is listed in ``_STUCK``.
+
+    With ``cpu_limit``, the call is also stopped once the worker thread has used that much
+    CPU time, and ``seconds`` is the thread's CPU time rather than the wall time. CPU time
+    is what a speed verdict should use: on a busy machine the wall time of a fast function
+    can grow many-fold while it waits for a core, but its CPU time does not."""
     box: dict[str, Any] = {}
 
     def target():
         try:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 with np.errstate(all="ignore"):  # errstate is per thread; warnings are global
                     box["value"] = fn(*args, **kwargs)
                 box["ok"] = True
             except BaseException as exc:  # noqa: BLE001 - the learner's code may raise anything
                 box["value"], box["ok"] = exc, False
+            box["cpu"] = time.thread_time() - c0
             box["seconds"] = time.perf_counter() - t0
         except _Timeout:  # arrived just after fn returned; the call is reported as a timeout
             pass
@@ -105,7 +119,15 @@ def _run_limited(fn: Callable, args: tuple, kwargs: dict, limit: float):
     finally:
         threading.stack_size(old)
     try:
-        th.join(max(limit, 0.0))
+        if cpu_limit is None:
+            th.join(max(limit, 0.0))
+        else:  # poll the worker's CPU clock as well as the wall clock
+            deadline = time.perf_counter() + max(limit, 0.0)
+            while th.is_alive() and time.perf_counter() < deadline:
+                th.join(0.02)
+                used = _thread_cpu_seconds(th)
+                if used is not None and used > cpu_limit:
+                    break
     except KeyboardInterrupt:  # the learner pressed "interrupt": stop the worker too
         _stop(th)
         raise
@@ -114,4 +136,4 @@ def _run_limited(fn: Callable, args: tuple, kwargs: dict, limit: float):
         if th.is_alive() and not _stop(th):
             _STUCK.append(th)
         return False, _Timeout(), limit
-    return box["ok"], box["value"], box["seconds"]
+    return box["ok"], box["value"], box["cpu"] if cpu_limit is not None else box["seconds"]
