@@ -9,6 +9,12 @@ Shape symbols used in every docstring and shape comment::
     E     query/key embedding size (per head inside multi-head attention)
     Ev    value embedding size
     d_model  model width; d_head = d_model / h
+
+The names below are the public API (``al.softmax``, ``al.flash_attention``, ...) and the
+submodules every chapter uses (``al.exercises``, ``al.quiz``, ``al.widgets``, ``al.plots``).
+The measuring instruments of single chapters are submodules that are not re-exported:
+import them by name, e.g. ``from attnlib import motivation`` (chapter 1), ``scaling``
+(chapter 3), ``transformer`` (chapter 5), ``complexity`` (chapter 6).
 """
 from . import exercises, plots, quiz, widgets
 from .attention import scaled_dot_product_attention

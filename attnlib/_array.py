@@ -15,8 +15,8 @@ import numpy as np
 
 __all__ = [
     "namespace", "library", "is_torch", "check_float", "is_low_precision", "compute_dtype",
-    "broadcast_batch", "check_mask", "check_scale", "check_size", "fmt_shape", "can_overwrite",
-    "exp_",
+    "broadcast_batch", "check_mask", "check_scale", "check_size", "check_block_size", "fmt_shape",
+    "can_overwrite", "exp_",
 ]
 
 
@@ -80,11 +80,9 @@ def can_overwrite(x) -> bool:
 
 def exp_(xp, x):
     """``exp(x)``, overwriting ``x`` when :func:`can_overwrite` allows (saves a copy)."""
-    if isinstance(x, np.ndarray):
-        return np.exp(x, out=x)
-    if is_torch(x) and not x.requires_grad:
-        return x.exp_()
-    return xp.exp(x)
+    if not can_overwrite(x):
+        return xp.exp(x)
+    return np.exp(x, out=x) if isinstance(x, np.ndarray) else x.exp_()
 
 
 def fmt_shape(shape) -> str:
@@ -190,3 +188,11 @@ def check_size(name: str, n) -> int:
     if n < 0:
         raise ValueError(f"{name} must be >= 0, got {n}")
     return int(n)
+
+
+def check_block_size(block_size, name: str = "block_size") -> int:
+    """``block_size`` as a positive int (positions per tile or chunk), or a ValueError naming
+    ``name``. Shared by ``flash.py``, ``sparse.py`` and ``linear.py``."""
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"{name} must be a positive int (positions per tile), got {block_size!r}")
+    return block_size

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import functools
 
-from ._array import (broadcast_batch, can_overwrite, check_float, check_mask, check_scale, exp_, fmt_shape,
-                     is_torch, namespace)
+from array_api_compat import device as _device
+
+from ._array import (broadcast_batch, can_overwrite, check_float, check_mask, check_scale, compute_dtype, exp_,
+                     fmt_shape, is_torch, namespace)
 from .masks import causal_mask
 
 __all__ = ["scaled_dot_product_attention"]
@@ -134,8 +136,9 @@ def _check_qkv(xp, q, k, v):
 def _attention(xp, q, k, v, attn_mask, is_causal, scale, return_weights):
     """The plain path: one Array-API implementation for every library and device."""
     dtype, L, S = q.dtype, q.shape[-2], k.shape[-2]
-    if dtype.itemsize == 2:  # float16 / bfloat16: accumulate in float32
-        q, k, v = (xp.astype(x, xp.float32) for x in (q, k, v))
+    ct = compute_dtype(xp, q)  # float16 / bfloat16: accumulate in float32
+    if ct != dtype:
+        q, k, v = (xp.astype(x, ct) for x in (q, k, v))
     if S == 0:  # no key at all: every query row is fully masked
         batch = broadcast_batch(q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
         out = xp.zeros((*batch, L, v.shape[-1]), dtype=dtype, device=_device(q))  # (N..., L, Ev)
@@ -174,10 +177,6 @@ def _divide(x, total):
         x /= total
         return x
     return x / total
-
-
-def _device(x):
-    return getattr(x, "device", None)
 
 
 @functools.lru_cache(maxsize=None)

@@ -33,7 +33,7 @@ import math
 
 from array_api_compat import device as _device
 
-from ._array import check_scale, compute_dtype, namespace
+from ._array import check_block_size, check_scale, compute_dtype, namespace
 from .attention import _check_args, _check_qkv
 
 __all__ = ["flash_attention", "online_softmax_merge", "attention_state"]
@@ -87,10 +87,8 @@ def flash_attention(q, k, v, attn_mask=None, *, is_causal=False, scale=None, blo
             s = q_blk @ k[..., j0:j1, :].mT  # (N..., Bq, E) @ (N..., E, Bk) -> (N..., Bq, Bk)
             if mask is not None:
                 s = _apply_mask(xp, s, _tile(mask, i0, i1, j0, j1))
-            if is_causal and j1 - 1 > i0:  # the tile straddles the diagonal
-                rows = xp.arange(i0, i1, device=dev)[:, None]  # (Bq, 1)
-                cols = xp.arange(j0, j1, device=dev)[None, :]  # (1, Bk)
-                s = xp.where(cols <= rows, s, -math.inf)
+            if is_causal:
+                s = _causal_tile(xp, s, i0, j0)
             state = _update(xp, state, s, v[..., j0:j1, :])
         if state is not None:  # (S = 0 leaves nothing to attend to: zeros)
             out[..., i0:i1, :] = xp.astype(_finish(xp, state), q.dtype, copy=False)
@@ -108,13 +106,6 @@ def _check_sdpa_args(q, k, v, attn_mask, is_causal, scale):
     return xp, batch, attn_mask, check_scale(scale, q.shape[-1])
 
 
-def check_block_size(block_size, name="block_size"):
-    """``block_size`` as a positive int, or a ValueError naming it."""
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"{name} must be a positive int (positions per tile), got {block_size!r}")
-    return block_size
-
-
 def _tile(mask, i0, i1, j0, j1):
     """The part of a (broadcastable) mask that covers queries i0:i1 and keys j0:j1;
     a dimension of size 1 is broadcast, not sliced."""
@@ -123,7 +114,23 @@ def _tile(mask, i0, i1, j0, j1):
     return mask[..., rows, cols]
 
 
+def _causal_tile(xp, s, i0, j0):
+    """Hide the keys in the future of each query in a tile of scores ``s`` (N..., Bq, Bk)
+    whose first query and key sit at global positions ``i0`` and ``j0`` (top-left aligned:
+    key ``j`` is hidden from query ``i`` when ``j > i``). A tile wholly on or below the
+    diagonal is returned unchanged. Shared with ring attention (:mod:`attnlib.ring`)."""
+    Bq, Bk = s.shape[-2], s.shape[-1]
+    if j0 + Bk - 1 <= i0:  # the last key is not after the first query: nothing to hide
+        return s
+    dev = _device(s)
+    rows = xp.arange(i0, i0 + Bq, device=dev)[:, None]  # (Bq, 1) query positions
+    cols = xp.arange(j0, j0 + Bk, device=dev)[None, :]  # (1, Bk) key positions
+    return xp.where(cols <= rows, s, -math.inf)  # (N..., Bq, Bk)
+
+
 def _apply_mask(xp, s, m):
+    """Apply a mask tile ``m`` to the scores ``s`` (N..., Bq, Bk): bool -> -inf where False,
+    float -> added."""
     if m.dtype == xp.bool:
         return xp.where(m, s, -math.inf)
     return s + m

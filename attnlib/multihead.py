@@ -61,9 +61,9 @@ def multi_head_attention(query, key, value, num_heads, w_q, w_k, w_v, w_o, *, at
         check_mask(xp, "attn_mask", attn_mask, batch + (query.shape[-2], key.shape[-2]),
                    "(N..., L, S)", like=query)
         attn_mask = xp.expand_dims(attn_mask, axis=-3)  # (N..., L, S) -> (N..., 1, L, S)
-    q = _split_heads(xp, query @ w_q, h)  # (N..., L, d_model) -> (N..., h, L, d_head)
+    q = _split_heads(xp, query @ w_q, h)  # (N..., L, d_model) @ (d_model, d_model) -> (N..., h, L, d_head)
     k = _split_heads(xp, key @ w_k, h)  # (N..., S, d_k) @ (d_k, d_model) -> (N..., h, S, d_head)
-    v = _split_heads(xp, value @ w_v, h)  # -> (N..., h, S, d_head)
+    v = _split_heads(xp, value @ w_v, h)  # (N..., S, d_v) @ (d_v, d_model) -> (N..., h, S, d_head)
     res = scaled_dot_product_attention(q, k, v, attn_mask, is_causal=is_causal,
                                        scale=1.0 / math.sqrt(d_head), return_weights=return_weights)
     heads, weights = res if return_weights else (res, None)  # (N..., h, L, d_head)

@@ -8,7 +8,19 @@ __all__ = ["fig_to_png", "heatmap", "bars"]
 
 def fig_to_png(fig, dpi: int = 80) -> bytes:
     """Render a matplotlib figure to PNG bytes and close it (no metadata, so the bytes
-    are reproducible)."""
+    are reproducible).
+
+    Args:
+        fig: a matplotlib Figure; it is closed afterwards.
+        dpi: resolution. Default: ``80``.
+
+    Returns:
+        the PNG file's bytes.
+
+    Example::
+
+        >>> png = al.plots.fig_to_png(plt.figure(figsize=(6, 3)))
+    """
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
@@ -19,7 +31,26 @@ def fig_to_png(fig, dpi: int = 80) -> bytes:
 
 def heatmap(ax, a, *, row_labels=None, col_labels=None, fmt="{:.2f}", cmap="Blues",
             vmin=None, vmax=None, annotate=True, xlabel="key j", ylabel="query i"):
-    """Draw a 2-D array as an annotated heatmap on ``ax`` and return the image."""
+    """Draw a 2-D array as an annotated heatmap on ``ax`` and return the image.
+
+    Args:
+        ax: a matplotlib Axes.
+        a: the array, shape ``(rows, cols)``, e.g. attention weights ``(L, S)``; ``±inf``
+            entries (masked scores) are written as ``−∞`` / ``∞``.
+        row_labels, col_labels: tick labels. Default: ``None`` (indices).
+        fmt: format of the cell annotations. Default: ``"{:.2f}"``.
+        cmap, vmin, vmax: colour map and its limits. Default: ``"Blues"``, ``None``, ``None``.
+        annotate: write each value in its cell (only when there are at most 144 cells).
+            Default: ``True``.
+        xlabel, ylabel: axis labels. Default: ``"key j"``, ``"query i"``.
+
+    Returns:
+        the ``AxesImage`` (pass it to ``fig.colorbar``).
+
+    Example::
+
+        >>> al.plots.heatmap(ax, weights, row_labels=tokens, col_labels=tokens)
+    """
     import numpy as np
 
     a = np.asarray(a, dtype=float)

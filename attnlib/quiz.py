@@ -70,7 +70,18 @@ def question(prompt: str, choices: list, qid: str = "") -> Question:
 
     Args:
         prompt: the question (plain text; write maths in Unicode, e.g. √d_k).
-        choices: ``(text, correct, feedback)`` triples; at least one is correct.
+        choices: ``(text, correct, feedback)`` triples, at most 8; at least one is correct.
         qid: optional HTML id. Default: ``""``.
+
+    Returns:
+        a :class:`Question`, shown as clickable choices in HTML and as a plain list of the
+        choices (without the answer) in text.
+
+    Raises:
+        ValueError: no choice is correct, or more than 8 choices.
+
+    Example::
+
+        >>> al.quiz.question("Is softmax(x + c) = softmax(x)?", [("Yes", True, "c cancels."), ("No", False, "Try it.")])
     """
     return Question(prompt, list(choices), qid)

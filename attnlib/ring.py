@@ -19,22 +19,27 @@ Two versions, both equal to plain attention to float rounding:
 """
 from __future__ import annotations
 
-import math
 import queue as _queue
 import socket
 import time
 
+import numpy as np
 from array_api_compat import device as _device
 
-from ._array import check_scale, namespace
+from ._array import check_scale, is_torch, namespace
 from .attention import _check_qkv
-from .flash import online_softmax_merge
+from .devices import to_device
+from .flash import _causal_tile, _finish, _update, online_softmax_merge
 
 __all__ = ["ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds"]
 
 
 def shard_bounds(n, P):
     """Split ``range(n)`` into ``P`` contiguous shards as evenly as possible.
+
+    Args:
+        n: the number of positions (e.g. ``L`` or ``S``).
+        P: the number of shards (devices).
 
     Returns:
         a list of ``P`` pairs ``(start, stop)``; the first ``n % P`` shards are one longer.
@@ -50,6 +55,9 @@ def shard_bounds(n, P):
 
 def ring_schedule(P):
     """Which key/value block each device holds at each step.
+
+    Args:
+        P: the number of devices in the ring.
 
     Returns:
         a list of ``P`` lists: ``schedule[t][p]`` is the block device ``p`` works on at
@@ -76,21 +84,17 @@ def block_state(xp, q_blk, k_blk, v_blk, q0, k0, is_causal):
     ``q_blk`` is already scaled; ``q0`` and ``k0`` are the global positions of the first
     query and key (for the causal mask). Shapes: ``(N..., Lp, E)``, ``(N..., Sp, E)``,
     ``(N..., Sp, Ev)`` -> ``m, l (N..., Lp)``, ``acc (N..., Lp, Ev)``. Returns ``None``
-    when the causal mask hides the whole block.
+    when the causal mask hides the whole block. The same step as
+    :func:`attnlib.attention_state`, with global positions for the causal mask.
     """
-    Lp, Sp = q_blk.shape[-2], k_blk.shape[-2]
+    Lp = q_blk.shape[-2]
     if is_causal and k0 > q0 + Lp - 1:
         return None  # every key of this block lies in the future of every query
     s = q_blk @ k_blk.mT  # (N..., Lp, E) @ (N..., E, Sp) -> (N..., Lp, Sp)
-    if is_causal and k0 + Sp - 1 > q0:
-        dev = _device(q_blk)
-        rows = xp.arange(q0, q0 + Lp, device=dev)[:, None]  # (Lp, 1)
-        cols = xp.arange(k0, k0 + Sp, device=dev)[None, :]  # (1, Sp)
-        s = xp.where(cols <= rows, s, -math.inf)
-    m = xp.max(s, axis=-1)  # (N..., Lp)
-    m_safe = xp.where(m == -math.inf, 0.0, m)
-    p = xp.exp(s - m_safe[..., None])  # (N..., Lp, Sp)
-    return m, xp.sum(p, axis=-1), p @ v_blk  # acc: (N..., Lp, Sp) @ (N..., Sp, Ev) -> (N..., Lp, Ev)
+    if is_causal:
+        s = _causal_tile(xp, s, q0, k0)
+    m, l, acc = _update(xp, None, s, v_blk)  # (N..., Lp, 1), (N..., Lp, 1), (N..., Lp, Ev)
+    return m[..., 0], l[..., 0], acc
 
 
 def finish_state(xp, state, shape, dtype, dev):
@@ -98,7 +102,7 @@ def finish_state(xp, state, shape, dtype, dev):
     if state is None:
         return xp.zeros(shape, dtype=dtype, device=dev)
     m, l, acc = state
-    return acc / xp.where(l == 0, 1.0, l)[..., None]
+    return _finish(xp, (m[..., None], l[..., None], acc))  # (N..., Lp, Ev)
 
 
 def _prepare(q, k, v, P, scale, is_causal, name):
@@ -208,7 +212,6 @@ def ring_attention_distributed(q, k, v, world_size, *, is_causal=False, scale=No
     except ImportError as exc:  # pragma: no cover
         raise RuntimeError(f"{name} needs PyTorch (torch.distributed); install torch") from exc
     from . import _ring_worker
-    from .devices import to_device
 
     arrays = [to_device(x, "numpy") for x in (q, k, v)]
     method = _start_method()
@@ -246,9 +249,6 @@ def ring_attention_distributed(q, k, v, world_size, *, is_causal=False, scale=No
                 pr.terminate()
         for pr in procs.processes:
             pr.join(1.0)
-    import numpy as np
-
     out = np.concatenate([outs[r] for r in range(world_size)], axis=-2)  # (N..., L, Ev)
-    like = q.device if hasattr(q, "device") and not isinstance(q, np.ndarray) else "numpy"
-    out = to_device(out, like)
+    out = to_device(out, q.device if is_torch(q) else "numpy")
     return xp.astype(out, q.dtype) if out.dtype != q.dtype else out

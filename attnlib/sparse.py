@@ -27,9 +27,9 @@ import math
 import numpy as np
 from array_api_compat import device as _device
 
-from ._array import check_scale, check_size, compute_dtype, namespace
+from ._array import check_block_size, check_scale, check_size, compute_dtype, namespace
 from .attention import _check_qkv
-from .flash import _finish, _update, check_block_size, flash_attention
+from .flash import _finish, _update, flash_attention
 
 __all__ = ["sliding_window_attention", "sliding_window_mask", "sliding_window_pairs"]
 
@@ -80,6 +80,13 @@ def sliding_window_pairs(L, S=None, *, window, num_global=0, is_causal=False):
     """How many (query, key) pairs :func:`sliding_window_attention` computes: the number of
     True entries of :func:`sliding_window_mask`, counted row by row in ``O(L)`` without
     building the ``(L, S)`` mask.
+
+    Args:
+        L, S, window, num_global, is_causal: as in :func:`sliding_window_mask`.
+            Default: ``S = None`` (``S = L``), ``num_global = 0``, ``is_causal = False``.
+
+    Returns:
+        the number of allowed pairs, an int (compare with ``L * S`` for full attention).
 
     Example::
 

@@ -47,7 +47,14 @@ def explorer(render: Callable, values: Sequence, *, description: str, labels: Se
         initial: index of the view shown first. Default: ``0``.
 
     Returns:
-        an :class:`Explorer`.
+        an :class:`Explorer` (display it as the last expression of a cell).
+
+    Raises:
+        ValueError: ``labels`` and ``values`` differ in length, or ``control`` is unknown.
+
+    Example::
+
+        >>> al.widgets.explorer(lambda T: plot_weights(T), [0.5, 1, 2], description="temperature")
     """
     import ipywidgets as w
 
