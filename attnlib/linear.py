@@ -23,15 +23,21 @@ from __future__ import annotations
 
 from array_api_compat import device as _device
 
-from ._array import compute_dtype, namespace
+from ._array import check_block_size, compute_dtype, namespace
 from .attention import _check_qkv
-from .flash import check_block_size
 
 __all__ = ["linear_attention", "elu_feature_map"]
 
 
 def elu_feature_map(x):
-    """``phi(x) = elu(x) + 1``: ``x + 1`` for ``x > 0`` and ``exp(x)`` otherwise; always > 0.
+    """``phi(x) = elu(x) + 1``: ``x + 1`` for ``x > 0`` and ``exp(x)`` otherwise; always > 0
+    (in exact arithmetic: ``exp`` underflows to 0 below about -745 in float64, -103 in float32).
+
+    Args:
+        x: a floating NumPy array or torch tensor of any shape, e.g. ``q`` ``(N..., L, E)``.
+
+    Returns:
+        ``phi(x)``, same shape, type, dtype and device.
 
     Example::
 
@@ -51,8 +57,10 @@ def linear_attention(q, k, v, *, is_causal=False, chunk_size=64):
             small ``(C, C)`` masked product is used. Default: ``64``.
 
     Returns:
-        out: ``(N..., L, Ev)``. Every query sees at least key 0 and the features are
-        positive, so no denominator is zero.
+        out: ``(N..., L, Ev)``, never NaN. Very negative inputs are rescaled exactly
+        before the feature map (see :func:`_lift`), so features do not underflow; in
+        the causal case a query whose visible keys are all some 1e38 times (float32)
+        smaller in feature than the sequence's largest key gets zeros.
 
     Example::
 
@@ -67,15 +75,34 @@ def linear_attention(q, k, v, *, is_causal=False, chunk_size=64):
     if not isinstance(is_causal, bool):
         raise TypeError(f"{name}: is_causal must be True or False, got {is_causal!r}")
     out_dtype, ct = q.dtype, compute_dtype(xp, q)
-    fq = elu_feature_map(xp.astype(q, ct))  # (N..., L, E)
-    fk = elu_feature_map(xp.astype(k, ct))  # (N..., S, E)
-    v = xp.astype(v, ct)
+    q, k, v = xp.astype(q, ct), xp.astype(k, ct), xp.astype(v, ct)
+    fq = elu_feature_map(_lift(xp, q, axis=(-1,)))  # (N..., L, E)
+    fk = elu_feature_map(_lift(xp, k, axis=(-2, -1)))  # (N..., S, E)
     if not is_causal:
         kv = fk.mT @ v  # (N..., E, S) @ (N..., S, Ev) -> (N..., E, Ev)
         z = xp.sum(fk, axis=-2)[..., None]  # (N..., E, 1)
-        out = (fq @ kv) / (fq @ z)  # (N..., L, Ev) / (N..., L, 1)
-        return xp.astype(out, out_dtype)
+        return xp.astype(_divide(xp, fq @ kv, fq @ z), out_dtype)  # (N..., L, Ev) / (N..., L, 1)
     return xp.astype(_causal(xp, fq, fk, v, chunk_size), out_dtype)
+
+
+def _lift(xp, x, axis):
+    """Shift ``x`` up by ``-max`` over ``axis`` where that max is negative.
+
+    Where every entry is <= 0, ``phi(x) = exp(x)`` and ``phi(x - m) = phi(x) e^{-m}``: an
+    exact rescaling, which the ratio of linear attention does not see (one factor per
+    query row; one factor for all the keys of a sequence). Without it, entries below
+    about -103 in float32 make every feature underflow to 0 and the output 0/0.
+    """
+    m = xp.max(x, axis=axis, keepdims=True)
+    return x - xp.minimum(m, 0.0)
+
+
+def _divide(xp, num, den):
+    """``num / den`` with a row whose denominator is 0 set to 0 (never NaN). After
+    :func:`_lift` that only happens in the causal case, when every key a query may see
+    is ~1e38 times (float32) smaller in feature than the largest key of the sequence."""
+    safe = xp.where(den > 0, den, xp.ones_like(den))
+    return xp.where(den > 0, num / safe, xp.zeros_like(num))
 
 
 def _causal(xp, fq, fk, v, C):
@@ -97,7 +124,7 @@ def _causal(xp, fq, fk, v, C):
         if kv is not None:
             num = num + q_c @ kv  # (N..., C, E) @ (N..., E, Ev) -> (N..., C, Ev)
             den = den + q_c @ z  # (N..., C, E) @ (N..., E, 1) -> (N..., C, 1)
-        outs.append(num / den)
+        outs.append(_divide(xp, num, den))
         if k_c.shape[-2]:
             kv_c = k_c.mT @ v_c  # (N..., E, C') @ (N..., C', Ev) -> (N..., E, Ev)
             z_c = xp.sum(k_c, axis=-2)[..., None]  # (N..., E, 1)

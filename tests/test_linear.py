@@ -115,3 +115,23 @@ def test_linear_attention_on_cuda_matches_cpu(causal):
     got = al.linear_attention(q.cuda(), k.cuda(), v.cuda(), is_causal=causal)
     assert got.device.type == "cuda"
     torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_very_negative_inputs_do_not_underflow_to_nan_in_float32(is_causal):
+    # every entry below -103 makes exp (the elu+1 feature) underflow to 0 in float32;
+    # attnlib rescales exactly first, so float32 matches the float64 result
+    rng = np.random.default_rng(3)
+    q, k = (rng.standard_normal((2, 9, 4)) - 300 for _ in range(2))
+    v = rng.standard_normal((2, 9, 3))
+    want = al.linear_attention(q, k, v, is_causal=is_causal)
+    got = al.linear_attention(*(a.astype(np.float32) for a in (q, k, v)), is_causal=is_causal)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, atol=1e-4)
+
+
+def test_causal_query_whose_visible_keys_all_underflow_gets_zeros_not_nan():
+    q, k = np.zeros((5, 3), np.float32), np.zeros((5, 3), np.float32)
+    k[0] = -1e4  # query 0 sees only key 0, some e^-10000 times smaller than the others
+    out = al.linear_attention(q, k, np.ones((5, 2), np.float32), is_causal=True)
+    np.testing.assert_array_equal(out, [[0, 0]] + [[1, 1]] * 4)
