@@ -15,7 +15,7 @@ import tracemalloc
 import numpy as np
 
 __all__ = ["best_time", "best_times", "peak_memory", "fit_exponent", "score_matrix_bytes", "human_bytes",
-           "attention_flops"]
+           "attention_flops", "hbm_bytes_plain", "hbm_bytes_flash", "causal_tiles"]
 
 _ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "float8": 1}
 
@@ -166,3 +166,60 @@ def attention_flops(L, S, E, Ev=None):
     """
     Ev = E if Ev is None else Ev
     return 2 * L * S * E + 2 * L * S * Ev
+
+
+def hbm_bytes_plain(n, d, itemsize=2):
+    """Bytes plain attention moves through slow GPU memory (HBM), one head, ``L = S = n``.
+
+    Reads Q, K, V and writes O (``4 n d`` numbers), then writes the scores, reads them,
+    writes the weights and reads them again (``4 n^2`` numbers).
+
+    Args:
+        n: sequence length. d: head width (``d_k = d_v``). itemsize: bytes per number.
+            Default: ``2`` (fp16/bf16).
+
+    Example::
+
+        >>> al.complexity.hbm_bytes_plain(4096, 64)   # 136314880
+    """
+    return itemsize * (4 * n * d + 4 * n * n)
+
+
+def hbm_bytes_flash(n, d, block=128, itemsize=2):
+    """Bytes a tiled (FlashAttention-style) kernel moves through HBM, one head, ``L = S = n``.
+
+    Q is read and O written once (``2 n d``); K and V are read once per block of
+    ``block`` queries (``2 n d * ceil(n / block)``); no ``(n, n)`` array is written.
+
+    Args:
+        n, d, itemsize: as for :func:`hbm_bytes_plain`. block: query rows per tile.
+            Default: ``128``.
+
+    Example::
+
+        >>> al.complexity.hbm_bytes_flash(4096, 64)   # 34603008
+    """
+    return itemsize * (2 * n * d + 2 * n * d * math.ceil(n / block))
+
+
+def causal_tiles(n, block):
+    """Which ``block x block`` tiles of an ``(n, n)`` causal score matrix a tiled kernel computes.
+
+    Returns:
+        int array ``(nb, nb)``, ``nb = ceil(n / block)``: ``0`` skipped (every key after
+        every query of the tile), ``1`` on the diagonal (computed, masked inside),
+        ``2`` below it (computed, nothing masked).
+
+    Example::
+
+        >>> al.complexity.causal_tiles(8, 4)   # [[1, 0], [2, 1]]
+    """
+    nb = math.ceil(n / block)
+    i = np.arange(nb)[:, None]  # (nb, 1) query tile
+    j = np.arange(nb)[None, :]  # (1, nb) key tile
+    first_q = i * block
+    last_q = np.minimum(n, (i + 1) * block) - 1
+    first_k, last_k = j * block, (j + 1) * block - 1
+    # a tile is skipped when its first key comes after its last query; nothing inside
+    # it is masked when its last key comes no later than its first query
+    return np.where(first_k > last_q, 0, np.where(last_k <= first_q, 2, 1))

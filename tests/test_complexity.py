@@ -39,3 +39,23 @@ def test_peak_memory_sees_an_n_by_n_array():
     n = 512
     peak = cx.peak_memory(lambda: np.ones((n, n)))
     assert n * n * 8 <= peak < 2 * n * n * 8
+
+
+def test_hbm_traffic_model_ratio_tends_to_2_block_over_d():
+    n, d, block = 65536, 64, 128
+    ratio = cx.hbm_bytes_plain(n, d) / cx.hbm_bytes_flash(n, d, block)
+    assert ratio == pytest.approx(2 * block / d, rel=0.01)
+    assert cx.hbm_bytes_plain(4096, 64) == 2 * (4 * 4096 * 64 + 4 * 4096 ** 2)
+
+
+@pytest.mark.parametrize("n, block", [(32, 2), (32, 8), (30, 8), (7, 7), (5, 16)])
+def test_causal_tiles_computes_the_lower_triangle_and_agrees_with_the_mask(n, block):
+    grid = cx.causal_tiles(n, block)
+    nb = -(-n // block)
+    assert grid.shape == (nb, nb)
+    assert (grid > 0).sum() == nb * (nb + 1) // 2
+    mask = np.tril(np.ones((n, n), dtype=bool))  # True = query i may see key j
+    for i in range(nb):
+        for j in range(nb):
+            tile = mask[i * block:(i + 1) * block, j * block:(j + 1) * block]
+            assert grid[i, j] == (0 if not tile.any() else 2 if tile.all() else 1)

@@ -82,3 +82,16 @@ def test_a_crashing_solution_gets_a_message_not_an_exception():
 
     res = check("tiled_attention", broken)
     assert res.status == "failed" and "raised" in res.message
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_chapter_shows_the_registered_stub_and_it_states_the_shapes(name):
+    import json
+    from pathlib import Path
+
+    stub = al.exercises.EXERCISES[name].stub
+    assert "(L, Ev)" in stub and "(L," in stub  # the learner is told what goes in and out
+    nb = json.loads((Path(__file__).parents[1] / "chapters" / "06_complexity.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    shown = [c for c in cells if "raise NotImplementedError" in c and f'check("{name}"' in c]
+    assert len(shown) == 1 and shown[0].startswith(stub.rstrip("\n")), "notebook stub and registered stub differ"

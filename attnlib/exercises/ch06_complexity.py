@@ -97,9 +97,12 @@ register(Exercise(
     stub='''def online_softmax_merge(m1, l1, acc1, m2, l2, acc2):
     """Merge two partial softmax states of the same queries over two key blocks.
 
-    m*: (L,) row maxima, l*: (L,) sums of exp(s - m*), acc*: (L, Ev) sums of exp(s - m*) v.
-    Return the state (m, l, acc) over both blocks. A row with m = -inf in both blocks
-    (nothing to attend to) must come back as (-inf, 0, 0), without NaN.
+    m1, m2: (L,) row maxima of the scores s of each block.
+    l1, l2: (L,) sums of exp(s - m_i) over each block.
+    acc1, acc2: (L, Ev) sums of exp(s - m_i) v over each block.
+    Return (m, l, acc) with the same shapes, over both blocks. A row with
+    m = -inf in both blocks (nothing to attend to) must come back as
+    (-inf, 0, 0), without NaN.
     """
     # YOUR CODE HERE
     raise NotImplementedError
@@ -236,8 +239,9 @@ register(Exercise(
     stub='''def tiled_attention(q, k, v, block_size):
     """Exact attention softmax(q @ k.T / sqrt(E)) @ v, tiled over the keys.
 
-    q: (L, E), k: (S, E), v: (S, Ev). Process k and v in blocks of block_size rows,
-    keeping running (m, l, acc) per query; never build an (L, S) array.
+    q: (L, E), k: (S, E), v: (S, Ev); block_size: an int >= 1.
+    Process k and v in blocks of block_size rows, keeping running
+    (m, l, acc) per query; never build an (L, S) array.
     Return the output (L, Ev).
     """
     # YOUR CODE HERE
