@@ -41,9 +41,12 @@ def _code(path):
     return [c for c in _cells(path) if c["cell_type"] == "code" and _src(c).strip()]
 
 
-def test_all_six_chapters_are_in_the_toc_in_order():
+def test_chapters_are_numbered_in_order_and_all_in_the_toc():
     stems = [p.stem for p in CHAPTERS]
-    assert stems == ["01_motivation", "02_qkv", "03_scaling", "04_masking", "05_multihead", "06_complexity"]
+    assert stems[:6] == ["01_motivation", "02_qkv", "03_scaling", "04_masking", "05_multihead", "06_complexity"]
+    assert [int(s[:2]) for s in stems] == list(range(1, len(stems) + 1)), f"chapters are not numbered 1..n: {stems}"
+    missing = [s for s in stems if f"chapters/{s}" not in TOC]
+    assert not missing, f"chapters missing from _toc.yml: {missing}"
     positions = [TOC.index(f"chapters/{s}") for s in stems]
     assert positions == sorted(positions)
 

@@ -37,7 +37,7 @@ import numpy as np
 from ._compare import _compare, _kind_of_value, _same_input, _shapes, _snapshot, _to_numpy
 from ._running import _STUCK, _reap_stuck, _run_limited, _Tee, _Timeout
 
-__all__ = ["Case", "Mistake", "Exercise", "CheckResult", "EXERCISES", "register", "check"]
+__all__ = ["Case", "Mistake", "Exercise", "CheckResult", "EXERCISES", "register", "check", "check_solution"]
 
 
 @dataclass(frozen=True)
@@ -182,6 +182,7 @@ class CheckResult:
     hint: str = ""
     mistake: str | None = None
     details: dict = field(default_factory=dict)
+    solution: bool = False  # True when it checked the course's solution, not the learner's answer
 
     @property
     def passed(self) -> bool:
@@ -193,8 +194,14 @@ class CheckResult:
     def _printed(self) -> str:
         return self.details.get("printed", "") if isinstance(self.details, dict) else ""
 
+    def _title(self) -> str:
+        if self.solution:
+            return (f"{_ICON[self.status]} {self.name}: the course's solution {_HEAD[self.status]} "
+                    "(this checks the solution above, not your answer)")
+        return f"{_ICON[self.status]} {self.name}: {_HEAD[self.status]}"
+
     def __str__(self) -> str:
-        lines = [f"{_ICON[self.status]} {self.name}: {_HEAD[self.status]}", f"  {self.message}"]
+        lines = [self._title(), f"  {self.message}"]
         if self.hint:
             lines.append(f"  Hint: {self.hint}")
         if self._printed():
@@ -211,7 +218,7 @@ class CheckResult:
         printed = (f'<div style="margin-top:.3em"><b>Your function printed (first lines):</b>'
                    f'<pre style="margin:.2em 0">{html.escape(self._printed())}</pre></div>'
                    if self._printed() else "")
-        title = f"{_ICON[self.status]} {self.name}: {_HEAD[self.status]}"
+        title = self._title()
         return (f'<div class="attnlib-check attnlib-check-{self.status}" '
                 f'style="border-left:4px solid {c};padding:.4em .8em;margin:.3em 0">'
                 f'<b style="color:{c}">{html.escape(title)}</b>'
@@ -293,6 +300,25 @@ def check(name: str, fn: Callable) -> CheckResult:
         lines = printed.splitlines()
         shown = "\n".join(line[:200] for line in lines[:8]) + ("\n..." if len(lines) > 8 else "")
         result.details["printed"] = shown
+    return result
+
+
+def check_solution(name: str, fn: Callable) -> CheckResult:
+    """Check the course's solution ``fn`` of exercise ``name``, labelled as the solution.
+
+    The hidden solution cell under each stub defines ``<name>_solution`` (so it never
+    replaces the learner's function) and calls this. The verdict says that it checked
+    the solution, so after "Run All" nobody reads it as their own pass.
+
+    Args:
+        name: an exercise name (a key of :data:`EXERCISES`).
+        fn: the solution function.
+
+    Returns:
+        a :class:`CheckResult` with ``solution=True``.
+    """
+    result = check(name, fn)
+    result.solution = True
     return result
 
 
