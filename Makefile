@@ -10,10 +10,10 @@ CHROMIUM ?= /usr/bin/chromium
 # apt-get needs root: CI runs as root; elsewhere use sudo when there is one
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || command -v sudo)
 # the browser and book-link tests run after the book is built, not with the unit tests
-SITE_TESTS := tests/browser tests/test_book.py
+SITE_TESTS := tests/browser tests/test_book.py tests/test_publish.py
 export PYTHONHASHSEED := 0
 
-.PHONY: help venv assets node chromium book test unit nbval book-check browser notebooks bench gpu-check freeze clean
+.PHONY: help venv assets node chromium book publish dist test unit nbval book-check browser notebooks bench gpu-check freeze clean
 
 help:
 	@echo "make book       build the website into _build/html (executes every notebook)"
@@ -22,6 +22,8 @@ help:
 	@echo "make browser    only the site checks (links, offline browser tests) on the last build"
 	@echo "make notebooks  re-execute every chapter and store its outputs (after editing one)"
 	@echo "make bench      run the benchmarks"
+	@echo "make publish    build the site and push it to the gh-pages branch (PUBLISH_REMOTE=origin)"
+	@echo "make dist       build attnlib's sdist and wheel into dist/"
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,6 +55,16 @@ book: venv assets
 	@echo
 	@echo "Built. Open _build/html/index.html in a browser, or serve it:"
 	@echo "  $(BIN)/python -m http.server -d _build/html 8000   # then visit http://127.0.0.1:8000"
+
+# The website goes to the gh-pages branch of PUBLISH_REMOTE (a remote name, URL or path),
+# with .nojekyll; the source repository's own branches are not touched (tools/publish.py).
+PUBLISH_REMOTE ?= origin
+publish: book
+	$(BIN)/python tools/publish.py --remote $(PUBLISH_REMOTE)
+
+dist: venv
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 unit: venv
 	$(BIN)/python -m pytest -q tests $(SITE_TESTS:%=--ignore=%)

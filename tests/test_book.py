@@ -45,11 +45,11 @@ def test_every_toc_entry_has_a_source_file():
     assert not missing, f"_toc.yml names files that do not exist: {missing}"
 
 
-def test_appendices_come_after_the_six_chapters():
+def test_appendices_come_after_the_chapters():
     files = toc_files()
     chapters = [f for f in files if f.startswith("chapters/")]
     appendix = [f for f in files if f.startswith("appendix/")]
-    assert len(chapters) == 6 and chapters == sorted(chapters), chapters
+    assert len(chapters) >= 6 and chapters == sorted(chapters), chapters
     assert appendix == ["appendix/misconceptions", "appendix/glossary", "appendix/api", "appendix/bibliography"]
     assert files.index(appendix[0]) > files.index(chapters[-1])
 
