@@ -24,14 +24,28 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIB_KEYS = re.findall(r"^@\w+\{([^,]+),", (ROOT / "references.bib").read_text(), re.M)
 
 
+EXPLORER_CELL = """import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import attnlib as al
+
+def render(k):
+    fig, ax = plt.subplots(figsize=(3, 2))
+    al.plots.bars(ax, [k, 1.0, 0.5], ["a", "b", "c"], title=f"k = {k}")
+    return fig
+
+al.widgets.explorer(render, [1, 2, 3], description="k")"""
+
+
 def _make_book(dest: pathlib.Path, notebook) -> None:
     dest.mkdir(parents=True)
     config = (ROOT / "_config.yml").read_text()
-    # the sample has no code to speak of; the chapters' own execution is tested elsewhere
-    config = re.sub(r"execute_notebooks: \w+", "execute_notebooks: 'off'", config)
+    # the markup sample is not executed; the explorer page is, like a chapter (its widget
+    # state is embedded in the page)
+    config = config.replace("execute:\n", "execute:\n  exclude_patterns: [chapters/sample.ipynb]\n", 1)
     (dest / "_config.yml").write_text(config)
     (dest / "_toc.yml").write_text("format: jb-book\nroot: index\nchapters:\n"
-                                   "  - file: chapters/sample\n  - file: appendix/bibliography\n")
+                                   "  - file: chapters/sample\n  - file: chapters/explorer\n  - file: appendix/bibliography\n")
     (dest / "index.md").write_text("# Sample book\n")
     shutil.copy(ROOT / "references.bib", dest)
     for sub in ("appendix", "chapters"):
@@ -40,6 +54,9 @@ def _make_book(dest: pathlib.Path, notebook) -> None:
     shutil.copytree(ROOT / "tools" / "sphinxext", dest / "tools" / "sphinxext")
     (dest / "site_assets").symlink_to(ROOT / "site_assets")
     nbformat.write(notebook, dest / "chapters" / "sample.ipynb")
+    explorer = nbformat.v4.new_notebook(metadata=notebook.metadata)
+    explorer.cells = [nbformat.v4.new_markdown_cell("# Explorer"), nbformat.v4.new_code_cell(EXPLORER_CELL)]
+    nbformat.write(explorer, dest / "chapters" / "explorer.ipynb")
 
 
 def _build(book: pathlib.Path) -> subprocess.CompletedProcess:
@@ -115,3 +132,42 @@ def test_details_open_onto_rendered_mathjax_in_chromium(site):
     assert state["math"] >= 2 and not state["errors"], f"math in the opened <details> is not rendered: {state}"
     assert state["visible"] > 0, "the math in the opened <details> has no height"
     assert state["table"] >= 2, f"math in the table is not rendered: {state}"
+
+
+def test_explorer_is_live_on_the_site_and_its_still_hidden(site):
+    """The built page embeds the widget state: the live control shows and moves the image;
+    the still (for front ends without the widget) is hidden. With the widget manager
+    blocked the still shows instead."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = os.environ.get("ATTNLIB_CHROMIUM", "/usr/bin/chromium")
+    page_file = (site / "chapters" / "explorer.html").as_uri()
+    state_js = """() => {
+        const vis = e => e.offsetParent !== null && e.getBoundingClientRect().height > 0;
+        const still = document.querySelector('.attnlib-explorer-still');
+        const live = document.querySelector('.attnlib-explorer');
+        return {still: !!still && vis(still), live: !!live && vis(live),
+                errors: (document.body.innerText.match(/Error displaying widget/g) || []).length};
+    }"""
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:") else r.abort())
+        page.goto(page_file)
+        page.wait_for_selector(".attnlib-explorer", timeout=60000)
+        live = page.evaluate(state_js)
+        img = "() => Array.from(document.querySelectorAll('.attnlib-explorer img')).find(i => i.offsetParent !== null).src"
+        before = page.evaluate(img)
+        page.locator(".attnlib-explorer .noUi-handle").first.focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"(b) => ({img})() !== b", arg=before, timeout=15000)
+
+        blocked = browser.new_page()  # no widget manager: the page must still show the still
+        blocked.route("**/*", lambda r: r.abort() if "html-manager" in r.request.url or not
+                      r.request.url.startswith("file:") else r.continue_())
+        blocked.goto(page_file)
+        blocked.wait_for_load_state("load")
+        without = blocked.evaluate(state_js)
+        browser.close()
+    assert live == {"still": False, "live": True, "errors": 0}, f"with the embedded state: {live}"
+    assert without["still"] and not without["live"], f"without the widget manager: {without}"
