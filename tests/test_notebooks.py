@@ -386,3 +386,25 @@ def test_quiz_answers_are_not_visible_in_the_page_source(path):
         if "al.quiz.question(" in _src(c):
             tags = c.get("metadata", {}).get("tags", [])
             assert "remove-input" in tags, f"{path.name}: a quiz cell shows its source (and answers) on the site"
+
+
+def test_setup_cell_tool_keeps_the_chapters_own_code_and_is_idempotent(tmp_path):
+    import nbformat
+
+    own = "import numpy as np\nimport attnlib as al\n\nrng = np.random.default_rng(0)"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# T"), nbformat.v4.new_code_cell(own),
+                nbformat.v4.new_code_cell("x = 1")]
+    path = tmp_path / "t.ipynb"
+    nbformat.write(nb, path)
+    assert setup_cell.main([str(path), "--check"]) == 1, "--check must fail on a chapter without setup lines"
+    assert setup_cell.main([str(path)]) == 0
+    first = nbformat.read(path, as_version=4).cells[1].source
+    assert first == setup_cell.setup_lines() + "\n\n" + own
+    before = path.read_text()
+    assert setup_cell.main([str(path), "--check"]) == 0 and setup_cell.main([str(path)]) == 0
+    assert path.read_text() == before, "running the tool twice changed the notebook"
+    # stale lines (e.g. an older version) are replaced, the chapter's code is kept
+    stale = setup_cell.with_setup(own, req="attnlib @ git+https://example.org/old@v0.0.1")
+    assert setup_cell.split_setup(stale)[1] == own
+    assert setup_cell.with_setup(stale) == first
