@@ -392,3 +392,9 @@ def test_markup_sample_renders_in_jupyterlab(lab, browser):
     assert any(h and "bibliography.md" in h and h.endswith("#vaswani2017attention") for h in state["cite"]), \
         f"the citation link is not a link to the bibliography entry: {state['cite']}"
     assert state["kbd"] == 2 and state["quote"] == 1, f"HTML or the note block quote is not rendered: {state}"
+
+
+def test_a_chapter_has_the_softmax_stub_the_wrong_answer_is_typed_into():
+    stub = 'al.exercises.check("softmax", softmax)'
+    assert any(stub in p.read_text() for p in CHAPTERS), (
+        f"no chapter has the stub line {stub!r}: the wrong-answer check and the screenshots above did not run")
