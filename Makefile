@@ -13,13 +13,15 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || command -v sudo)
 SITE_TESTS := tests/browser tests/test_book.py tests/test_publish.py
 export PYTHONHASHSEED := 0
 
-.PHONY: help venv assets node chromium book publish dist test unit nbval book-check browser notebooks bench gpu-check freeze clean
+.PHONY: help venv assets node chromium book publish dist test unit nbval book-check browser jupyterlab notebooks bench gpu-check freeze clean
 
 help:
 	@echo "make book       build the website into _build/html (executes every notebook)"
 	@echo "make test       unit/property/exercise tests, strict nbval on every chapter, the book build,"
 	@echo "                then the site in headless Chromium with the network cut (make browser)"
 	@echo "make browser    only the site checks (links, offline browser tests) on the last build"
+	@echo "make jupyterlab the chapters in JupyterLab (headless Chromium, Run All on a temp copy) and the"
+	@echo "                portable markup on a sample book; screenshots in _build/screenshots/"
 	@echo "make notebooks  re-execute every chapter and store its outputs (after editing one)"
 	@echo "make bench      run the benchmarks"
 	@echo "make publish    build the site and push it to the gh-pages branch (PUBLISH_REMOTE=origin)"
@@ -81,6 +83,13 @@ browser: venv chromium
 
 test: unit nbval book-check
 	@$(MAKE) --no-print-directory browser
+	@$(MAKE) --no-print-directory jupyterlab
+
+# Each chapter as a learner opens it: JupyterLab on 127.0.0.1 with a temporary copy of the
+# chapters, driven by Playwright in headless Chromium; and CONTRIBUTING.md's markup on a
+# small book with the site's configuration (tests/jupyterlab/, a few minutes on 2 cores)
+jupyterlab: venv chromium assets
+	ATTNLIB_JUPYTERLAB=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/jupyterlab
 
 notebooks: venv
 	$(BIN)/python tools/run_notebooks.py

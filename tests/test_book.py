@@ -80,7 +80,8 @@ def test_bibtex_keys_are_unique():
 
 def _cited_keys() -> dict[str, set[str]]:
     cites: dict[str, set[str]] = {}
-    pattern = re.compile(r"\{cite(?::\w+)?\}`([^`]+)`")
+    # {cite}`key` (MyST pages) and [Author, year](../appendix/bibliography.md#key) (chapters)
+    pattern = re.compile(r"\{cite(?::\w+)?\}`([^`]+)`|bibliography\.md#([\w-]+)")
     for f in toc_files():
         src = _source(f)
         if src is None:
@@ -89,8 +90,8 @@ def _cited_keys() -> dict[str, set[str]]:
         if src.suffix == ".ipynb":
             nb = json.loads(text)
             text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-        for group in pattern.findall(text):
-            cites.setdefault(f, set()).update(k.strip() for k in group.split(","))
+        for groups in pattern.findall(text):
+            cites.setdefault(f, set()).update(k.strip() for k in "".join(groups).split(","))
     return cites
 
 
@@ -261,7 +262,8 @@ def test_every_quiz_has_its_answer_in_a_dropdown(pages):
     for name in pages:
         text = (SITE / name).read_text(encoding="utf-8", errors="replace")
         quizzes = text.count('class="attnlib-quiz"')
-        dropdowns = len(re.findall(r'<details class="[^"]*\bsd-dropdown\b', text))
+        # a MyST dropdown, or (in chapters) an HTML <details> block with its <summary>
+        dropdowns = len(re.findall(r'<details class="[^"]*\bsd-dropdown\b|<details>\s*<summary>', text))
         if quizzes > dropdowns:
             short.append(f"{name}: {quizzes} quizzes, {dropdowns} answer dropdowns")
     assert not short, "concept questions without a hidden answer:\n" + "\n".join(short)

@@ -30,6 +30,12 @@ def clean(nb: nbformat.NotebookNode) -> None:
             tags = cell.metadata.setdefault("tags", [])  # the source would give the answer away
             if "remove-input" not in tags:
                 tags.append("remove-input")
+        if cell.cell_type == "code" and "al.exercises.check_solution(" in cell.source:
+            # a solution starts collapsed on the site (hide-input) and in JupyterLab (source_hidden)
+            tags = cell.metadata.setdefault("tags", [])
+            if "hide-input" not in tags:
+                tags.append("hide-input")
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
         cell.metadata.pop("execution", None)
         cell.metadata.pop("ExecuteTime", None)
         cell.pop("id", None)

@@ -194,6 +194,20 @@ def check_quizzes(page) -> list[str]:
         summary.click()
         if not dd.evaluate("(el) => el.open") or not dd.locator(".sd-summary-content, .sd-card-body").first.is_visible():
             problems.append(f"dropdown {d + 1} does not open on a click")
+    # the chapters' portable answers and proofs: HTML <details> (CONTRIBUTING.md)
+    plain = page.locator("details:not([class])")
+    for d in range(plain.count()):
+        dd = plain.nth(d)
+        summary = dd.locator("summary").first
+        summary.scroll_into_view_if_needed()
+        summary.click()
+        state = dd.evaluate(r"""(el) => ({open: el.open, shown: Array.from(el.children).some(
+            c => c.tagName !== 'SUMMARY' && c.getBoundingClientRect().height > 0),
+            raw: /\$|\\\(/.test(el.innerText), math: el.querySelectorAll('mjx-merror').length})""")
+        if not (state["open"] and state["shown"]):
+            problems.append(f"<details> {d + 1} does not open onto its content on a click: {state}")
+        elif state["raw"] or state["math"]:
+            problems.append(f"<details> {d + 1} shows raw or broken math when opened: {state}")
     return problems
 
 
