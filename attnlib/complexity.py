@@ -17,7 +17,7 @@ import numpy as np
 
 __all__ = ["best_time", "best_times", "peak_memory", "fit_exponent", "score_matrix_bytes", "human_bytes",
            "attention_flops", "hbm_bytes_plain", "hbm_bytes_flash", "causal_tiles", "ring_timeline",
-           "saved_tensors", "blas_threads"]
+           "saved_tensors", "blas_threads", "count_flops", "tiled_loop_diagram"]
 
 _ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "float8": 1}
 
@@ -122,6 +122,22 @@ def blas_threads(n):
         return
     with threadpool_limits(limits=n, user_api="blas"):
         yield
+
+
+def count_flops(fn):
+    """Floating-point operations of the torch calls ``fn()`` makes, counted by
+    :class:`torch.utils.flop_counter.FlopCounterMode` (matrix products and other counted
+    operations; an elementwise operation is not counted).
+
+    Example::
+
+        >>> al.complexity.count_flops(lambda: q @ k.mT)   # 2 L S E
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
 
 
 def saved_tensors(fn, *, exclude=()):
@@ -345,3 +361,66 @@ def ring_timeline(trace, *, time_per_pair=1.0, transfer=0.0, overlap=True):
     busy = [sum(w) for w in work]
     return {"total": total, "busy": busy, "idle": [total - b for b in busy],
             "spans": [list(zip(start[p], stop[p])) for p in range(P)]}
+
+
+def tiled_loop_diagram(ax=None):
+    """Draw the loop of tiled (flash) attention: what stays in slow memory and what sits in fast memory.
+
+    Left, slow memory (GPU HBM): ``Q``, ``K``, ``V`` and ``O``, each ``n x d``, with the blocks
+    of the current step highlighted. Right, fast memory (on-chip SRAM): one query block,
+    one key/value block, their ``B x B`` score tile and the running ``m, l, acc``.
+
+    Args:
+        ax: a matplotlib axes to draw on. Default: ``None`` (a new small figure).
+
+    Returns:
+        the matplotlib figure.
+
+    Example::
+
+        >>> al.complexity.tiled_loop_diagram()
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.3))
+    ax.set_xlim(0, 16)
+    ax.set_ylim(0, 7)
+    ax.axis("off")
+    dark, light, fast = "#4a7ab5", "#dfe8f3", "#f6d7a7"
+    # slow memory: four tall n x d matrices, one block highlighted in each
+    ax.add_patch(Rectangle((0.2, 0.2), 7.3, 6.2, fill=False, ls="--", lw=1, ec="grey"))
+    ax.text(3.85, 6.55, "slow memory (HBM): large, each n × d", ha="center", fontsize=10)
+    rows = {"O": 1, "K": 3, "V": 3, "Q": 1}  # which block of B rows is in use
+    col = {}
+    for i, (name, r) in enumerate(rows.items()):
+        x = 0.6 + 1.75 * i
+        col[name] = (x, 5.1 - r * 1.0)  # left edge, centre height of the highlighted block
+        ax.add_patch(Rectangle((x, 1.3), 1.0, 4.3, fc=light, ec="black", lw=0.8))
+        ax.add_patch(Rectangle((x, 5.6 - (r + 1) * 1.0), 1.0, 1.0, fc=dark, ec="black", lw=0.8))
+        sub = "i" if name in "QO" else "j"
+        ax.text(x + 0.5, 5.7, name, ha="center", va="bottom", fontsize=9)
+        ax.text(x + 0.5, col[name][1], f"{name}$_{sub}$", ha="center", va="center", fontsize=9, color="white")
+    # fast memory: the tiles of one step
+    ax.add_patch(Rectangle((8.6, 0.2), 7.2, 6.2, fill=False, ls="--", lw=1, ec="grey"))
+    ax.text(12.2, 6.55, "fast memory (SRAM): small", ha="center", fontsize=10)
+    boxes = [((9.0, 4.5), (2.7, 1.1), "Q$_i$  (B × d)\nkept for all j"),
+             ((9.0, 2.6), (2.7, 1.1), "K$_j$, V$_j$  (B × d)\nreplaced each step"),
+             ((12.3, 4.5), (3.2, 1.1), "S = Q$_i$K$_j^T$/√d\n(B × B) tile"),
+             ((12.3, 2.6), (3.2, 1.1), "running m, ℓ  (B)\nacc  (B × d)"),
+             ((10.4, 0.4), (4.0, 0.9), "after the last j:\nO$_i$ = acc / ℓ")]
+    for (x, y), (w, h), label in boxes:
+        ax.add_patch(Rectangle((x, y), w, h, fc=fast, ec="black", lw=0.8))
+        ax.text(x + w / 2, y + h / 2, label, ha="center", va="center", fontsize=8.5)
+
+    def arrow(start, end, label, where, style="arc3,rad=0"):
+        ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, lw=1, color="#444",
+                                     connectionstyle=style))
+        ax.text(*where, label, fontsize=8, color="#444", ha="center")
+
+    arrow((col["Q"][0] + 1.0, col["Q"][1]), (9.0, 5.05), "once", (8.0, 4.95))
+    arrow((col["V"][0] + 1.0, col["V"][1]), (9.0, 3.15), "one block per step, j = 0, 1, 2, …", (10.35, 2.2))
+    arrow((10.4, 0.85), (col["O"][0] + 0.5, 1.3), "once", (5.0, 0.5), style="angle,angleA=180,angleB=90,rad=0")
+    ax.set_title("One step of the tiled loop: only B × B scores exist at a time", fontsize=10)
+    return ax.figure

@@ -91,3 +91,20 @@ def test_saved_tensors_counts_each_storage_once_and_skips_excluded():
     assert all(b == 5 * 8 * 4 for _, b in saved)
     on_meta = cx.saved_tensors(lambda: torch.softmax(torch.ones(3, 4, device="meta", requires_grad=True), -1))
     assert on_meta == [((3, 4), 48)]
+
+
+def test_count_flops_counts_a_matmul():
+    torch = pytest.importorskip("torch")
+    q, k = torch.randn(6, 4), torch.randn(5, 4)
+    assert cx.count_flops(lambda: q @ k.T) == 2 * 6 * 5 * 4
+
+
+def test_tiled_loop_diagram_draws_without_error():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = cx.tiled_loop_diagram()
+    assert len(fig.axes[0].patches) >= 12  # 4 matrices, 4 blocks, 5 tiles, arrows
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

@@ -332,6 +332,12 @@ def _step_outer_transposed(kv, z, phi_q, phi_k, v):
     return kv, z, (phi_q @ kv) / (phi_q @ z)
 
 
+def _step_in_place(kv, z, phi_q, phi_k, v):
+    kv += np.outer(phi_k, v)  # changes the caller's arrays
+    z += phi_k
+    return kv, z, (phi_q @ kv) / (phi_q @ z)
+
+
 def _step_cases():
     rng = np.random.default_rng(63)
 
@@ -399,6 +405,11 @@ register(Exercise(
                 "kv is (F, Ev): one row per feature, one column per value coordinate, so the new term is "
                 "outer(phi_k, v) (np.outer(phi_k, v) or phi_k[:, None] * v[None, :]), not outer(v, phi_k).",
                 fn=_step_outer_transposed),
+        Mistake("updates_in_place", "The state is updated in place",
+                "kv += ... and z += ... change the arrays the caller passed in, so the caller's copy of the "
+                "previous state is silently overwritten (and a state shared by two sequences gets mixed up). "
+                "Build new arrays instead: kv = kv + np.outer(phi_k, v), z = z + phi_k.",
+                fn=_step_in_place, kind="mutates"),
     ],
     hint="Query i sees keys 0..i, itself included. Which two running sums does the formula for out_i "
          "need, and must token i's key be in them before you read them?",
