@@ -168,3 +168,28 @@ def test_the_chapter_shows_the_registered_step_stub():
     cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
     shown = [c for c in cells if "raise NotImplementedError" in c and 'check("linear_attention_step"' in c]
     assert len(shown) == 1 and shown[0].startswith(stub.rstrip("\n"))
+
+
+def _learner_key_normaliser(kv, z, phi_q, phi_k, v):
+    kv = kv + phi_k[:, None] * v[None, :]
+    z = z + phi_k
+    return kv, z, np.dot(phi_q, kv) / np.dot(z, phi_k)
+
+
+def _learner_query_in_state(kv, z, phi_q, phi_k, v):
+    kv = kv + np.einsum("f,e->fe", phi_q, v)
+    z = z + phi_q
+    return kv, z, np.einsum("f,fe->e", phi_q, kv) / (phi_q * z).sum()
+
+
+def _learner_out_first(kv, z, phi_q, phi_k, v):
+    new_kv, new_z = kv + np.outer(phi_k, v), z + phi_k
+    return (new_kv.T @ phi_q) / (new_z @ phi_q), new_kv, new_z
+
+
+@pytest.mark.parametrize("fn,key", [(_learner_key_normaliser, "key_normaliser"),
+                                    (_learner_query_in_state, "query_in_state"),
+                                    (_learner_out_first, "out_first")])
+def test_step_mistakes_written_another_way_are_named(fn, key):
+    res = check("linear_attention_step", fn)
+    assert not res.passed and res.mistake == key, res.message

@@ -1,4 +1,4 @@
-"""Exercises of chapter 06 (complexity): ``online_softmax_merge`` and ``tiled_attention``.
+"""Exercises of chapter 06 (complexity): ``online_softmax_merge``, ``tiled_attention`` and ``linear_attention_step``.
 
 A *partial softmax state* of some queries over a set of keys ``J`` is the triple
 
@@ -332,6 +332,25 @@ def _step_outer_transposed(kv, z, phi_q, phi_k, v):
     return kv, z, (phi_q @ kv) / (phi_q @ z)
 
 
+def _step_key_normaliser(kv, z, phi_q, phi_k, v):
+    kv, z, _ = _step_reference(kv, z, phi_q, phi_k, v)
+    return kv, z, (phi_q @ kv) / (phi_k @ z)  # the key's features where the query's belong
+
+
+def _step_query_in_state(kv, z, phi_q, phi_k, v):
+    return _step_reference(kv, z, phi_q, phi_q, v)  # the query's features added to the sums
+
+
+def _step_per_feature_normaliser(kv, z, phi_q, phi_k, v):
+    kv, z, _ = _step_reference(kv, z, phi_q, phi_k, v)
+    return kv, z, phi_q @ (kv / z[:, None])  # each feature's row normalised on its own
+
+
+def _step_out_first(kv, z, phi_q, phi_k, v):
+    kv, z, out = _step_reference(kv, z, phi_q, phi_k, v)
+    return out, kv, z
+
+
 def _step_in_place(kv, z, phi_q, phi_k, v):
     kv += np.outer(phi_k, v)  # changes the caller's arrays
     z += phi_k
@@ -381,8 +400,8 @@ register(Exercise(
     cases=_step_cases,
     mistakes=[
         Mistake("read_before_write", "The output is read from the state before token i is added",
-                "Causal attention lets query i see keys j <= i, including its own key. Add outer(phi_k, v) "
-                "to kv and phi_k to z first, then read out = phi_q @ kv / (phi_q @ z) from the new state. "
+                "Causal attention lets query i see keys j <= i, including its own key, so token i's key and "
+                "value must be in the sums before the output is read from them. "
                 "(On the first token the old state is empty and the output is 0 / 0.)",
                 fn=_step_read_before_write),
         Mistake("state_not_returned", "The output is right but the state is returned unchanged",
@@ -401,6 +420,24 @@ register(Exercise(
                 "z.sum() adds up the features of the keys but ignores how much query i likes each of them. "
                 "The weights are phi(q_i) . phi(k_j), so their sum is phi_q @ z.",
                 fn=_step_query_free_normaliser),
+        Mistake("key_normaliser", "The normaliser uses the key's features instead of the query's",
+                "The weight of key j for query i is phi(q_i) . phi(k_j), so the weights of query i sum to "
+                "phi(q_i) . z, with the query's features, as in the numerator. phi_k @ z does not depend on "
+                "which query is asking.",
+                fn=_step_key_normaliser),
+        Mistake("query_in_state", "The query's features are added to the running sums",
+                "kv and z collect the *keys* seen so far: later queries compare themselves with those keys. "
+                "Token i's query is used once, to read its own output; add its key features phi_k to the sums.",
+                fn=_step_query_in_state),
+        Mistake("per_feature_normaliser", "Each feature is normalised on its own",
+                "Dividing each row of kv by its entry of z gives every feature its own weights summing to 1, "
+                "then adds them up with phi_q: the result no longer sums query i's weights phi(q_i) . phi(k_j) "
+                "over the keys. Normalise once, by the total weight phi_q @ z, after the product with phi_q.",
+                fn=_step_per_feature_normaliser),
+        Mistake("out_first", "The three results are returned in the wrong order",
+                "The caller unpacks kv, z, out = linear_attention_step(...), so return the new kv first, then "
+                "z, then the output.",
+                fn=_step_out_first),
         Mistake("outer_transposed", "The outer product is the wrong way round",
                 "kv is (F, Ev): one row per feature, one column per value coordinate, so the new term is "
                 "outer(phi_k, v) (np.outer(phi_k, v) or phi_k[:, None] * v[None, :]), not outer(v, phi_k).",
