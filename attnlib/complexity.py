@@ -405,10 +405,10 @@ def tiled_loop_diagram(ax=None):
     # fast memory: the tiles of one step
     ax.add_patch(Rectangle((8.6, 0.2), 7.2, 6.2, fill=False, ls="--", lw=1, ec="grey"))
     ax.text(12.2, 6.55, "fast memory (SRAM): small", ha="center", fontsize=10)
-    boxes = [((9.0, 4.5), (2.7, 1.1), "Q$_i$  (B × d)\nkept for all j"),
-             ((9.0, 2.6), (2.7, 1.1), "K$_j$, V$_j$  (B × d)\nreplaced each step"),
-             ((12.3, 4.5), (3.2, 1.1), "S = Q$_i$K$_j^T$/√d\n(B × B) tile"),
-             ((12.3, 2.6), (3.2, 1.1), "running m, ℓ  (B)\nacc  (B × d)"),
+    boxes = [((9.0, 4.5), (3.1, 1.1), "Q$_i$  (B × d)\nkept for all j"),
+             ((9.0, 2.6), (3.1, 1.1), "K$_j$, V$_j$  (B × d)\nreplaced each step"),
+             ((12.4, 4.5), (3.2, 1.1), "S = Q$_i$K$_j^T$/√d\n(B × B) tile"),
+             ((12.4, 2.6), (3.2, 1.1), "running m, ℓ  (B)\nacc  (B × d)"),
              ((10.4, 0.4), (4.0, 0.9), "after the last j:\nO$_i$ = acc / ℓ")]
     for (x, y), (w, h), label in boxes:
         ax.add_patch(Rectangle((x, y), w, h, fc=fast, ec="black", lw=0.8))
