@@ -23,7 +23,8 @@ from .flash import attention_state, flash_attention, online_softmax_merge
 from .linear import elu_feature_map, linear_attention
 from .masks import causal_mask, padding_mask
 from .multihead import multi_head_attention
-from .ring import ring_attention_distributed, ring_attention_simulated, ring_schedule, shard_bounds
+from .performer import performer_feature_map, random_feature_attention, random_projection
+from .ring import ring_attention_distributed, ring_attention_simulated, ring_schedule, shard_bounds, shard_parts
 from .softmax import softmax
 from .sparse import sliding_window_attention, sliding_window_mask, sliding_window_pairs
 
@@ -34,5 +35,6 @@ __all__ = [
     "sliding_window_attention", "sliding_window_mask", "sliding_window_pairs",
     "linear_attention", "elu_feature_map",
     "ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds",
+    "random_feature_attention", "performer_feature_map", "random_projection", "shard_parts",
     "exercises", "quiz", "widgets", "plots",
 ]

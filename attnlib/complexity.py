@@ -6,6 +6,7 @@ allocations (NumPy reports them) but not torch's; use NumPy inputs when measurin
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import sys
@@ -15,7 +16,8 @@ import tracemalloc
 import numpy as np
 
 __all__ = ["best_time", "best_times", "peak_memory", "fit_exponent", "score_matrix_bytes", "human_bytes",
-           "attention_flops", "hbm_bytes_plain", "hbm_bytes_flash", "causal_tiles"]
+           "attention_flops", "hbm_bytes_plain", "hbm_bytes_flash", "causal_tiles", "ring_timeline",
+           "saved_tensors", "blas_threads", "count_flops", "tiled_loop_diagram"]
 
 _ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "float8": 1}
 
@@ -36,12 +38,14 @@ def best_time(fn, repeats=3, *, threads=None, clock="wall"):
     Args:
         fn: a function of no arguments.
         repeats: timed calls. Default: ``3``.
-        threads: if given, torch runs with this many CPU threads during the timing (one
-            thread makes timings of torch CPU code far less sensitive to other programs
-            on a busy machine). Default: ``None`` (leave it).
-        clock: ``"wall"`` (:func:`time.perf_counter`) or ``"cpu"`` (:func:`time.process_time`,
+        threads: if given, torch and NumPy's BLAS run with this many CPU threads during
+            the timing (one thread makes timings of CPU code far less sensitive to other
+            programs on a busy machine). Default: ``None`` (leave it).
+        clock: ``"wall"`` (:func:`time.perf_counter`), ``"cpu"`` (:func:`time.process_time`,
             the CPU time of this process: time spent waiting for a core taken by another
-            program is not counted). Default: ``"wall"``.
+            program is not counted) or ``"thread"`` (:func:`time.thread_time`, the CPU time
+            of the calling thread only: exact for code that runs on one thread, e.g. with
+            ``threads=1``). Default: ``"wall"``.
 
     Example::
 
@@ -65,9 +69,10 @@ def best_times(fns, repeats=3, *, threads=None, clock="wall"):
 
         >>> t_multi, t_one = al.complexity.best_times([multi, one], repeats=7)
     """
-    if clock not in ("wall", "cpu"):
-        raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
-    now = time.perf_counter if clock == "wall" else time.process_time
+    clocks = {"wall": time.perf_counter, "cpu": time.process_time, "thread": time.thread_time}
+    if clock not in clocks:
+        raise ValueError(f"clock must be 'wall', 'cpu' or 'thread', got {clock!r}")
+    now = clocks[clock]
     old = None
     if threads is not None:
         import torch
@@ -75,20 +80,103 @@ def best_times(fns, repeats=3, *, threads=None, clock="wall"):
         old = torch.get_num_threads()
         torch.set_num_threads(threads)
     try:
-        for fn in fns:
-            fn()  # warm-up: first-call costs (allocations, kernel selection)
-        best = [math.inf] * len(fns)
-        for _ in range(repeats):
-            for i, fn in enumerate(fns):
-                _sync()  # CUDA runs asynchronously: start from an idle GPU ...
-                t0 = now()
-                fn()
-                _sync()  # ... and wait for the result before reading the clock
-                best[i] = min(best[i], now() - t0)
-        return best
+        with blas_threads(threads):
+            return _best_times(fns, repeats, now)
     finally:
         if old is not None:
             torch.set_num_threads(old)
+
+
+def _best_times(fns, repeats, now):
+    for fn in fns:
+        fn()  # warm-up: first-call costs (allocations, kernel selection)
+    best = [math.inf] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            _sync()  # CUDA runs asynchronously: start from an idle GPU ...
+            t0 = now()
+            fn()
+            _sync()  # ... and wait for the result before reading the clock
+            best[i] = min(best[i], now() - t0)
+    return best
+
+
+@contextlib.contextmanager
+def blas_threads(n):
+    """Run NumPy's BLAS (matrix products) on ``n`` threads inside the ``with`` block.
+
+    Uses ``threadpoolctl`` when it is installed; without it (or with ``n=None``) nothing
+    changes.
+
+    Example::
+
+        >>> with al.complexity.blas_threads(1):
+        ...     q @ k.T
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional
+        threadpool_limits = None
+    if n is None or threadpool_limits is None:
+        yield
+        return
+    with threadpool_limits(limits=n, user_api="blas"):
+        yield
+
+
+def count_flops(fn):
+    """Floating-point operations of the torch calls ``fn()`` makes, counted by
+    :class:`torch.utils.flop_counter.FlopCounterMode` (matrix products and other counted
+    operations; an elementwise operation is not counted).
+
+    Example::
+
+        >>> al.complexity.count_flops(lambda: q @ k.mT)   # 2 L S E
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def saved_tensors(fn, *, exclude=()):
+    """The tensors autograd keeps for the backward pass while ``fn()`` runs.
+
+    Recorded with :func:`torch.autograd.graph.saved_tensors_hooks`; a storage saved by
+    several operations (e.g. the softmax output, saved by the softmax and by the product
+    with V) is counted once. Works on the ``"meta"`` device, where tensors have shapes
+    but no data, so large models cost nothing to measure.
+
+    Args:
+        fn: a function of no arguments that runs a forward pass.
+        exclude: tensors not to count (e.g. the parameters, which are kept anyway).
+            Default: ``()``.
+
+    Returns:
+        a list of ``(shape, bytes)``, one per distinct storage saved.
+
+    Example::
+
+        >>> saved = al.complexity.saved_tensors(lambda: model(x), exclude=model.parameters())
+    """
+    import torch
+
+    def key(t):
+        return t.untyped_storage()._cdata  # the storage's identity (also on "meta")
+
+    skip = {key(t) for t in exclude}
+    seen = {}
+
+    def pack(t):
+        k = key(t)
+        if k not in skip and k not in seen:
+            seen[k] = (tuple(t.shape), t.untyped_storage().nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return list(seen.values())
 
 
 def peak_memory(fn, *, warmup=True):
@@ -223,3 +311,116 @@ def causal_tiles(n, block):
     # a tile is skipped when its first key comes after its last query; nothing inside
     # it is masked when its last key comes no later than its first query
     return np.where(first_k > last_q, 0, np.where(last_k <= first_q, 2, 1))
+
+
+def ring_timeline(trace, *, time_per_pair=1.0, transfer=0.0, overlap=True):
+    """Replay a ring-attention trace on a clock: when each device computes, and how long it waits.
+
+    Each device computes its step ``t`` for ``pairs * time_per_pair`` (the ``pairs`` of the
+    trace, counted while the simulation computed them) and moves a key/value block to its
+    neighbour in ``transfer``. It can start step ``t + 1`` once it has finished step ``t``
+    and the next block has arrived from device ``p - 1``:
+
+    * ``overlap=True``: device ``p - 1`` starts sending a block as soon as it starts computing
+      on it, so the transfer hides behind the computation;
+    * ``overlap=False``: blocks are exchanged after the computation, and both wait for it.
+
+    Args:
+        trace: the events of :func:`attnlib.ring_attention_simulated` (``return_trace=True``).
+        time_per_pair: time units per computed score. Default: ``1.0``.
+        transfer: time units to pass one block to the next device. Default: ``0.0``.
+        overlap: overlap transfers with computation. Default: ``True``.
+
+    Returns:
+        a dict with ``total`` (the time until the last device finishes), ``busy`` and ``idle``
+        (lists, one per device: time computing, time waiting) and ``spans`` (one list per
+        device of ``(start, stop)`` per step, for a picture).
+
+    Example::
+
+        >>> out, trace = al.ring_attention_simulated(q, k, v, 4, is_causal=True, return_trace=True)
+        >>> al.complexity.ring_timeline(trace, transfer=100.0)["idle"]
+    """
+    P = 1 + max(e.device for e in trace)
+    T = 1 + max(e.step for e in trace)
+    work = [[0.0] * T for _ in range(P)]
+    for e in trace:
+        work[e.device][e.step] = e.pairs * time_per_pair
+    start = [[0.0] * T for _ in range(P)]
+    stop = [[0.0] * T for _ in range(P)]
+    for t in range(T):
+        for p in range(P):
+            if t == 0:
+                begin = 0.0  # every device starts with its own block
+            elif overlap:  # the block was sent when device p - 1 started on it
+                begin = max(stop[p][t - 1], start[(p - 1) % P][t - 1] + transfer)
+            else:  # exchanged after both finished computing
+                begin = max(stop[p][t - 1], stop[(p - 1) % P][t - 1]) + transfer
+            start[p][t], stop[p][t] = begin, begin + work[p][t]
+    total = max(stop[p][T - 1] for p in range(P))
+    busy = [sum(w) for w in work]
+    return {"total": total, "busy": busy, "idle": [total - b for b in busy],
+            "spans": [list(zip(start[p], stop[p])) for p in range(P)]}
+
+
+def tiled_loop_diagram(ax=None):
+    """Draw the loop of tiled (flash) attention: what stays in slow memory and what sits in fast memory.
+
+    Left, slow memory (GPU HBM): ``Q``, ``K``, ``V`` and ``O``, each ``n x d``, with the blocks
+    of the current step highlighted. Right, fast memory (on-chip SRAM): one query block,
+    one key/value block, their ``B x B`` score tile and the running ``m, l, acc``.
+
+    Args:
+        ax: a matplotlib axes to draw on. Default: ``None`` (a new small figure).
+
+    Returns:
+        the matplotlib figure.
+
+    Example::
+
+        >>> al.complexity.tiled_loop_diagram()
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.3))
+    ax.set_xlim(0, 16)
+    ax.set_ylim(0, 7)
+    ax.axis("off")
+    dark, light, fast = "#4a7ab5", "#dfe8f3", "#f6d7a7"
+    # slow memory: four tall n x d matrices, one block highlighted in each
+    ax.add_patch(Rectangle((0.2, 0.2), 7.3, 6.2, fill=False, ls="--", lw=1, ec="grey"))
+    ax.text(3.85, 6.55, "slow memory (HBM): large, each n × d", ha="center", fontsize=10)
+    rows = {"O": 1, "K": 3, "V": 3, "Q": 1}  # which block of B rows is in use
+    col = {}
+    for i, (name, r) in enumerate(rows.items()):
+        x = 0.6 + 1.75 * i
+        col[name] = (x, 5.1 - r * 1.0)  # left edge, centre height of the highlighted block
+        ax.add_patch(Rectangle((x, 1.3), 1.0, 4.3, fc=light, ec="black", lw=0.8))
+        ax.add_patch(Rectangle((x, 5.6 - (r + 1) * 1.0), 1.0, 1.0, fc=dark, ec="black", lw=0.8))
+        sub = "i" if name in "QO" else "j"
+        ax.text(x + 0.5, 5.7, name, ha="center", va="bottom", fontsize=9)
+        ax.text(x + 0.5, col[name][1], f"{name}$_{sub}$", ha="center", va="center", fontsize=9, color="white")
+    # fast memory: the tiles of one step
+    ax.add_patch(Rectangle((8.6, 0.2), 7.2, 6.2, fill=False, ls="--", lw=1, ec="grey"))
+    ax.text(12.2, 6.55, "fast memory (SRAM): small", ha="center", fontsize=10)
+    boxes = [((9.0, 4.5), (3.1, 1.1), "Q$_i$  (B × d)\nkept for all j"),
+             ((9.0, 2.6), (3.1, 1.1), "K$_j$, V$_j$  (B × d)\nreplaced each step"),
+             ((12.4, 4.5), (3.2, 1.1), "S = Q$_i$K$_j^T$/√d\n(B × B) tile"),
+             ((12.4, 2.6), (3.2, 1.1), "running m, ℓ  (B)\nacc  (B × d)"),
+             ((10.4, 0.4), (4.0, 0.9), "after the last j:\nO$_i$ = acc / ℓ")]
+    for (x, y), (w, h), label in boxes:
+        ax.add_patch(Rectangle((x, y), w, h, fc=fast, ec="black", lw=0.8))
+        ax.text(x + w / 2, y + h / 2, label, ha="center", va="center", fontsize=8.5)
+
+    def arrow(start, end, label, where, style="arc3,rad=0"):
+        ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, lw=1, color="#444",
+                                     connectionstyle=style))
+        ax.text(*where, label, fontsize=8, color="#444", ha="center")
+
+    arrow((col["Q"][0] + 1.0, col["Q"][1]), (9.0, 5.05), "once", (8.0, 4.95))
+    arrow((col["V"][0] + 1.0, col["V"][1]), (9.0, 3.15), "one block per step, j = 0, 1, 2, …", (10.35, 2.2))
+    arrow((10.4, 0.85), (col["O"][0] + 0.5, 1.3), "once", (5.0, 0.5), style="angle,angleA=180,angleB=90,rad=0")
+    ax.set_title("One step of the tiled loop: only B × B scores exist at a time", fontsize=10)
+    return ax.figure

@@ -12,9 +12,10 @@ Linear attention replaces that kernel with a dot product of positive features,
 extra memory: linear in ``n``. With ``is_causal`` the sums run over ``j <= i`` only:
 they become running (prefix) sums, updated chunk by chunk.
 
-**Error against softmax attention.** Linear attention is a *different* kernel, not an
-approximation that converges to softmax attention: on the same ``q, k, v`` the outputs
-differ. They agree when softmax attention is nearly uniform (small scores: both become
+**Error against softmax attention.** With the ``elu + 1`` feature map, linear attention is
+a *different* kernel, not an approximation that converges to softmax attention: on the same
+``q, k, v`` the outputs differ. (Positive random features, :mod:`attnlib.performer`, estimate
+the softmax kernel instead, and their error falls as the number of features grows.) They agree when softmax attention is nearly uniform (small scores: both become
 the mean of the values) and drift apart as softmax attention gets peaked, because
 ``phi(q) . phi(k)`` grows only polynomially where ``exp`` grows exponentially.
 ``tests/test_linear.py`` measures both regimes.

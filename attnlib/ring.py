@@ -9,6 +9,13 @@ met every key block, and ``acc / l`` is exactly the attention output. No device 
 holds more than one ``(L/P, S/P)`` block of scores or more than two K/V blocks, and the
 transfer of the next block can overlap the computation on the current one.
 
+With a causal mask and contiguous shards the work is unbalanced: device ``p`` computes
+``p + 1`` of the ``P`` blocks. The *zig-zag* layout (``layout="zigzag"``) cuts the sequence
+into ``2P`` chunks and gives device ``p`` chunks ``p`` and ``2P - 1 - p``, one early and one
+late, so that every device computes the same number of scores.
+:func:`attnlib.complexity.ring_timeline` turns the simulation's trace into a timeline with
+and without overlapping transfers.
+
 Two versions, both equal to plain attention to float rounding:
 
 * :func:`ring_attention_simulated` runs the P virtual devices one after another in
@@ -22,6 +29,7 @@ from __future__ import annotations
 import queue as _queue
 import socket
 import time
+from typing import NamedTuple
 
 import numpy as np
 from array_api_compat import device as _device
@@ -31,7 +39,8 @@ from .attention import _check_qkv
 from .devices import to_device
 from .flash import _causal_tile, _finish, _update, online_softmax_merge
 
-__all__ = ["ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds"]
+__all__ = ["ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds",
+           "shard_parts", "RingStep"]
 
 
 def shard_bounds(n, P):
@@ -114,18 +123,60 @@ def _prepare(q, k, v, P, scale, is_causal, name):
     return xp, batch, check_scale(scale, q.shape[-1])
 
 
-def ring_attention_simulated(q, k, v, num_devices, *, is_causal=False, scale=None, return_trace=False):
+class RingStep(NamedTuple):
+    """One event of :func:`ring_attention_simulated`'s trace: at ``step``, ``device``
+    worked on the key/value block that started on device ``block``; ``computed`` is False
+    when the causal mask hid all of it, and ``pairs`` counts the (query, key) scores it
+    actually computed (its work)."""
+
+    step: int
+    device: int
+    block: int
+    computed: bool
+    pairs: int
+
+
+def shard_parts(n, P, layout="contiguous"):
+    """The position ranges each of ``P`` devices holds under ``layout``.
+
+    Args:
+        n: the number of positions. P: the number of devices.
+        layout: ``"contiguous"`` (device ``p`` holds shard ``p`` of :func:`shard_bounds`) or
+            ``"zigzag"`` (the sequence is cut into ``2P`` chunks and device ``p`` holds
+            chunks ``p`` and ``2P - 1 - p``: one early and one late chunk, which balances
+            the work of a causal mask). Default: ``"contiguous"``.
+
+    Returns:
+        a list of ``P`` lists of ``(start, stop)`` pairs.
+
+    Example::
+
+        >>> al.shard_parts(8, 2, "zigzag")   # [[(0, 2), (6, 8)], [(2, 4), (4, 6)]]
+    """
+    if layout == "contiguous":
+        return [[b] for b in shard_bounds(n, P)]
+    if layout == "zigzag":
+        chunks = shard_bounds(n, 2 * P)
+        return [[chunks[p], chunks[2 * P - 1 - p]] for p in range(P)]
+    raise ValueError(f"layout must be 'contiguous' or 'zigzag', got {layout!r}")
+
+
+def ring_attention_simulated(q, k, v, num_devices, *, is_causal=False, scale=None, return_trace=False,
+                             layout="contiguous"):
     """Ring attention over ``num_devices`` virtual devices, simulated in this process.
 
     Args:
         q: ``(N..., L, E)``; k: ``(N..., S, E)``; v: ``(N..., S, Ev)``.
-        num_devices: P, the number of devices the sequence is split over (``<= min(L, S)``).
+        num_devices: P, the number of devices the sequence is split over (``<= min(L, S)``,
+            ``<= min(L, S) / 2`` for ``layout="zigzag"``).
         is_causal: query ``i`` sees keys ``j <= i`` (global positions, top-left
             aligned); a device skips the computation on blocks wholly in the future.
             Default: ``False``.
         scale: Default: ``None`` (``1 / sqrt(E)``).
-        return_trace: also return the list of ``(step, device, block, computed)``
-            events. Default: ``False``.
+        return_trace: also return the list of :class:`RingStep` events
+            ``(step, device, block, computed, pairs)``. Default: ``False``.
+        layout: how queries and keys are split over the devices, ``"contiguous"`` or
+            ``"zigzag"`` (see :func:`shard_parts`). Default: ``"contiguous"``.
 
     Returns:
         out: ``(N..., L, Ev)`` (and the trace when asked).
@@ -134,23 +185,32 @@ def ring_attention_simulated(q, k, v, num_devices, *, is_causal=False, scale=Non
 
         >>> out = al.ring_attention_simulated(q, k, v, num_devices=4, is_causal=True)
     """
-    xp, batch, scale = _prepare(q, k, v, num_devices, scale, is_causal, "ring_attention_simulated")
+    name = "ring_attention_simulated"
+    xp, batch, scale = _prepare(q, k, v, num_devices, scale, is_causal, name)
     P = num_devices
-    qs, ks = shard_bounds(q.shape[-2], P), shard_bounds(k.shape[-2], P)
-    q_sh = [q[..., a:b, :] * scale for a, b in qs]  # device p's queries, (N..., Lp, E)
-    held = [(k[..., a:b, :], v[..., a:b, :]) for a, b in ks]  # the K/V block device p holds now
-    states, trace = [None] * P, []
+    if layout == "zigzag" and 2 * P > min(q.shape[-2], k.shape[-2]):
+        raise ValueError(f"{name}: layout='zigzag' cuts the sequence into 2P = {2 * P} chunks but L = "
+                         f"{q.shape[-2]}, S = {k.shape[-2]}; use at most {min(q.shape[-2], k.shape[-2]) // 2} "
+                         f"devices, or layout='contiguous'")
+    qs, ks = shard_parts(q.shape[-2], P, layout), shard_parts(k.shape[-2], P, layout)
+    held = [[(k[..., a:b, :], v[..., a:b, :], a) for a, b in ks[p]] for p in range(P)]  # device p's K/V now
+    states = [[None] * len(qs[p]) for p in range(P)]  # one running state per query part
+    trace = []
     for t, blocks in enumerate(ring_schedule(P)):
         for p, j in enumerate(blocks):
-            k_blk, v_blk = held[p]
-            new = block_state(xp, q_sh[p], k_blk, v_blk, qs[p][0], ks[j][0], is_causal)
-            trace.append((t, p, j, new is not None))
-            if new is not None:
-                states[p] = new if states[p] is None else online_softmax_merge(*states[p], *new)
+            pairs = 0
+            for i, (qa, qb) in enumerate(qs[p]):
+                for k_blk, v_blk, k0 in held[p]:
+                    new = block_state(xp, q[..., qa:qb, :] * scale, k_blk, v_blk, qa, k0, is_causal)
+                    if new is not None:
+                        pairs += (qb - qa) * k_blk.shape[-2]
+                        states[p][i] = new if states[p][i] is None else online_softmax_merge(*states[p][i], *new)
+            trace.append(RingStep(t, p, j, pairs > 0, pairs))
         held = [held[(p - 1) % P] for p in range(P)]  # pass every block one device on
-    outs = [finish_state(xp, s, batch + (b - a, v.shape[-1]), q.dtype, _device(q))
-            for s, (a, b) in zip(states, qs)]
-    out = xp.concat(outs, axis=-2)  # (N..., L, Ev)
+    parts = [(qa, finish_state(xp, s, batch + (qb - qa, v.shape[-1]), q.dtype, _device(q)))
+             for p in range(P) for s, (qa, qb) in zip(states[p], qs[p])]
+    parts.sort(key=lambda part: part[0])  # back in sequence order
+    out = xp.concat([o for _, o in parts], axis=-2)  # (N..., L, Ev)
     return (out, trace) if return_trace else out
 
 

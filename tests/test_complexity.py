@@ -59,3 +59,52 @@ def test_causal_tiles_computes_the_lower_triangle_and_agrees_with_the_mask(n, bl
         for j in range(nb):
             tile = mask[i * block:(i + 1) * block, j * block:(j + 1) * block]
             assert grid[i, j] == (0 if not tile.any() else 2 if tile.all() else 1)
+
+
+def test_thread_clock_does_not_count_sleeping():
+    t_wall, = cx.best_times([lambda: time.sleep(0.02)], repeats=1, clock="wall")
+    t_thread, = cx.best_times([lambda: time.sleep(0.02)], repeats=1, clock="thread")
+    assert t_wall >= 0.02 and t_thread < 0.01
+
+
+def test_blas_threads_limits_numpy_and_restores_it():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    before = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    with cx.blas_threads(1):
+        inside = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    after = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    assert set(inside) <= {1} and after == before
+
+
+def test_saved_tensors_counts_each_storage_once_and_skips_excluded():
+    torch = pytest.importorskip("torch")
+    w = torch.randn(8, 8, requires_grad=True)
+    x = torch.randn(5, 8, requires_grad=True)
+
+    def forward():
+        a = torch.softmax(x @ w, -1)  # softmax saves its output a ...
+        return a @ x.mT  # ... and the matmul saves a again: one storage
+
+    saved = cx.saved_tensors(forward, exclude=[w])
+    shapes = sorted(s for s, _ in saved)
+    assert shapes == [(5, 8), (5, 8)]  # x and a; w excluded, a counted once
+    assert all(b == 5 * 8 * 4 for _, b in saved)
+    on_meta = cx.saved_tensors(lambda: torch.softmax(torch.ones(3, 4, device="meta", requires_grad=True), -1))
+    assert on_meta == [((3, 4), 48)]
+
+
+def test_count_flops_counts_a_matmul():
+    torch = pytest.importorskip("torch")
+    q, k = torch.randn(6, 4), torch.randn(5, 4)
+    assert cx.count_flops(lambda: q @ k.T) == 2 * 6 * 5 * 4
+
+
+def test_tiled_loop_diagram_draws_without_error():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = cx.tiled_loop_diagram()
+    assert len(fig.axes[0].patches) >= 12  # 4 matrices, 4 blocks, 5 tiles, arrows
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

@@ -45,7 +45,68 @@ def test_simulated_ring_on_torch_matches_sdpa_and_skips_future_blocks():
     q, k, v = (torch.tensor(x, dtype=torch.float32) for x in _qkv(rng, (2, 3), 64, 64))
     out, trace = al.ring_attention_simulated(q, k, v, 4, is_causal=True, return_trace=True)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    assert len(trace) == 16 and sum(c for *_, c in trace) == 10  # 4 * 5 / 2 blocks on or below the diagonal
+    assert len(trace) == 16 and sum(e.computed for e in trace) == 10  # 4 * 5 / 2 blocks on or below the diagonal
+
+
+@pytest.mark.parametrize("P", [1, 2, 3, 4])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("L,S", [(8, 8), (97, 97), (33, 20), (20, 33)])
+def test_zigzag_layout_equals_plain_attention(P, causal, L, S):
+    rng = np.random.default_rng(P * 7 + L + S)
+    q, k, v = _qkv(rng, (2,), L, S)
+    np.testing.assert_allclose(al.ring_attention_simulated(q, k, v, P, is_causal=causal, layout="zigzag"),
+                               al.scaled_dot_product_attention(q, k, v, is_causal=causal), atol=1e-12)
+
+
+def test_zigzag_parts_cover_the_sequence_once():
+    parts = al.shard_parts(23, 3, "zigzag")
+    covered = sorted(i for dev in parts for a, b in dev for i in range(a, b))
+    assert covered == list(range(23)) and all(len(dev) == 2 for dev in parts)
+    assert parts[0][0][0] == 0 and parts[0][1][1] == 23  # device 0: the first and the last chunk
+
+
+def _work_per_device(trace, P):
+    return [sum(e.pairs for e in trace if e.device == p) for p in range(P)]
+
+
+def test_causal_work_is_unbalanced_contiguous_and_balanced_zigzag():
+    rng = np.random.default_rng(8)
+    q, k, v = _qkv(rng, (), 64, 64)
+    _, contiguous = al.ring_attention_simulated(q, k, v, 4, is_causal=True, return_trace=True)
+    _, zigzag = al.ring_attention_simulated(q, k, v, 4, is_causal=True, return_trace=True, layout="zigzag")
+    work_c, work_z = _work_per_device(contiguous, 4), _work_per_device(zigzag, 4)
+    assert work_c == sorted(work_c) and work_c[-1] == 4 * work_c[0]  # device p: p + 1 blocks of 16 x 16
+    assert len(set(work_z)) == 1 and max(work_z) < 0.6 * max(work_c)
+    _, full = al.ring_attention_simulated(q, k, v, 4, return_trace=True)
+    assert _work_per_device(full, 4) == [64 * 64 // 4] * 4  # without a mask: every pair, evenly
+
+
+def test_timeline_overlap_hides_transfers_and_zigzag_removes_idle_time():
+    from attnlib import complexity as cx
+
+    rng = np.random.default_rng(9)
+    q, k, v = _qkv(rng, (), 64, 64)
+    _, full = al.ring_attention_simulated(q, k, v, 4, return_trace=True)
+    block = 16 * 16
+    hidden = cx.ring_timeline(full, transfer=0.5 * block, overlap=True)
+    exposed = cx.ring_timeline(full, transfer=0.5 * block, overlap=False)
+    assert hidden["total"] == 4 * block and max(hidden["idle"]) == 0  # transfer shorter than compute
+    assert exposed["total"] == 4 * block + 3 * 0.5 * block
+    slow = cx.ring_timeline(full, transfer=2 * block, overlap=True)  # transfer longer: it shows
+    assert slow["total"] == block + 3 * 2 * block
+    _, causal = al.ring_attention_simulated(q, k, v, 4, is_causal=True, return_trace=True)
+    _, zz = al.ring_attention_simulated(q, k, v, 4, is_causal=True, return_trace=True, layout="zigzag")
+    tc, tz = cx.ring_timeline(causal), cx.ring_timeline(zz)
+    assert tc["idle"][0] > 0 and tc["idle"][-1] == 0 and max(tz["idle"]) == 0
+    assert tz["total"] < 0.6 * tc["total"]
+
+
+def test_zigzag_needs_two_chunks_per_device():
+    q = np.zeros((5, 2))
+    with pytest.raises(ValueError, match="2P = 6 chunks"):
+        al.ring_attention_simulated(q, q, q, 3, layout="zigzag")
+    with pytest.raises(ValueError, match="layout must be"):
+        al.shard_parts(8, 2, "striped")
 
 
 def test_too_many_devices_is_a_clear_error():
