@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from array_api_compat import device as _device
 
-from ._array import check_block_size, compute_dtype, namespace
+from ._array import check_block_size, check_flag, compute_dtype, namespace
 from .attention import _check_qkv
 
 __all__ = ["linear_attention", "elu_feature_map"]
@@ -72,8 +72,7 @@ def linear_attention(q, k, v, *, is_causal=False, chunk_size=64):
     if k.shape[-2] == 0:
         raise ValueError(f"{name}: k and v have no positions (S = 0); linear attention needs S >= 1")
     chunk_size = check_block_size(chunk_size, "chunk_size")
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"{name}: is_causal must be True or False, got {is_causal!r}")
+    is_causal = check_flag("is_causal", is_causal)
     out_dtype, ct = q.dtype, compute_dtype(xp, q)
     q, k, v = xp.astype(q, ct), xp.astype(k, ct), xp.astype(v, ct)
     fq = elu_feature_map(_lift(xp, q, axis=(-1,)))  # (N..., L, E)
