@@ -161,20 +161,31 @@ def check_mask(xp, name: str, mask, target: tuple, dims: str, like) -> None:
         dims: how to name ``target`` in the message, e.g. ``"(N..., L, S)"``.
         like: an input the mask must share a device with.
     """
-    if not (xp.isdtype(mask.dtype, "bool") or xp.isdtype(mask.dtype, "real floating")):
+    if mask.dtype in _MASK_DTYPES:  # cached: this check runs on every masked call
+        pass
+    elif xp.isdtype(mask.dtype, "bool") or xp.isdtype(mask.dtype, "real floating"):
+        _MASK_DTYPES.add(mask.dtype)
+    else:
         fix = f"{name}.bool()" if is_torch(mask) else f"{name}.astype(bool)"
         raise TypeError(
             f"{name} has dtype {mask.dtype}; use a bool mask (True = may attend, e.g. {fix}) "
             f"or a float mask whose values are added to the scores (0 or -inf)")
-    if _broadcast(tuple(mask.shape), tuple(target)) != tuple(target):
+    key = (tuple(mask.shape), tuple(target))
+    if key not in _BROADCASTS_TO and _broadcast(*key) != key[1]:
         L, S = target[-2], target[-1]
         raise ValueError(
             f"{name} has shape {fmt_shape(mask.shape)} but the scores are {fmt_shape(target)} "
             f"{dims}: the mask must broadcast to them, so its last two dims must be (L, S) = "
             f"({L}, {S}) or 1, and it may not have extra or larger batch dims")
+    if len(_BROADCASTS_TO) < 4096:  # remember the shapes seen (the check runs on every call)
+        _BROADCASTS_TO.add(key)
     if is_torch(mask) and mask.device != like.device:
         raise ValueError(f"{name} is on {mask.device} but the inputs are on {like.device}; "
                          f"move it with {name}.to('{like.device}')")
+
+
+_BROADCASTS_TO: set = set()
+_MASK_DTYPES: set = set()
 
 
 def check_scale(scale, E: int) -> float:
@@ -222,27 +233,34 @@ def check_flag(name: str, value) -> bool:
 
 
 def all_finite(xp, *arrays) -> bool:
-    """True when no entry of ``arrays`` is NaN or infinite.
+    """True when no entry of ``arrays`` (``None`` entries skipped) is NaN or infinite.
 
     Cheap first: a sum is finite only if every summand is (NaN and inf propagate, inf - inf
-    is NaN), so one reduction per array usually settles it, with no temporary array and
-    one host sync in all. Only when that sum is not finite (a non-finite entry, or an
-    overflow of finite values) is the exact ``isfinite(x).all()`` run.
+    is NaN), so one reduction per array usually settles it, with no temporary array (on a
+    GPU the sums are added on the device: one host sync in all). Only when that sum is not
+    finite (a non-finite entry, or an overflow of finite values) is the exact
+    ``isfinite(x).all()`` run. This runs on every call, so it is written for speed.
     """
-    arrays = [x for x in arrays if x is not None and math.prod(x.shape)]
-    if not arrays:
-        return True
-    if isinstance(arrays[0], np.ndarray):
-        with np.errstate(over="ignore", invalid="ignore"):
-            total = sum(float(np.add.reduce(x, axis=None)) for x in arrays)
-    else:
-        t = arrays[0].sum()
-        for x in arrays[1:]:
-            t = t + x.sum()
-        total = float(t.detach() if t.requires_grad else t)
+    total = 0.0
+    device_sum = None
+    for x in arrays:
+        if x is None:
+            continue
+        if isinstance(x, np.ndarray):
+            with np.errstate(over="ignore", invalid="ignore"):
+                total += float(np.add.reduce(x, axis=None))
+            continue
+        t = x.detach().sum() if x.requires_grad else x.sum()
+        if x.device.type == "cpu":
+            total += float(t)
+        else:
+            device_sum = t if device_sum is None else device_sum + t
+    if device_sum is not None:
+        total += float(device_sum)
     if math.isfinite(total):
         return True
-    xp = xp if xp is not None else array_api_compat.array_namespace(arrays[0])
+    arrays = [x for x in arrays if x is not None]
+    xp = xp if xp is not None else array_api_compat.array_namespace(*arrays)
     return all(bool(xp.all(xp.isfinite(x))) for x in arrays)
 
 

@@ -16,13 +16,19 @@ Two paths compute it:
   C++ math kernels), which never stores the ``(L, S)`` weights. It is chosen in one
   place, :func:`_fused_sdpa`, by feature detection (torch >= 2.1, the first release
   whose SDPA takes ``scale``), and taken when ``S > 0``. Kernels have differed in what
-  they return for a fully masked row: zeros in PyTorch 2.13 on the CPU (tested), NaN
-  before PyTorch 2.5 (pytorch/pytorch#103963; #131060 added a "safe softmax" to the math
-  kernel), and not every GPU kernel is verified here. So when a mask is given the fast
-  path zeroes such rows itself, at the cost of one pass over the mask. The tests check
-  that both paths agree, also with a kernel that returns NaN there. Without a mask the
-  kernel is called before attnlib's own checks (:func:`_try_fast`), which then run only
-  to explain an input torch refused: the wrapper costs about a microsecond.
+  they return for a fully masked row: zeros in PyTorch 2.13 on the CPU, NaN before
+  PyTorch 2.5 (pytorch/pytorch#103963; #131060 added a "safe softmax" to the math kernel),
+  and not every GPU kernel is verified here. So :func:`_kernel_verified` probes the kernel
+  once per device type and dtype; where it is not verified to give zeros (every device but
+  the CPU), the fast path zeroes such rows itself, at the cost of one pass over the mask.
+  Either way a non-finite output with finite inputs sends the call to the plain path. The
+  tests check that both paths agree, also with a kernel that returns NaN there. Without a
+  mask the kernel is called before attnlib's own checks (:func:`_try_fast`), which then
+  run only to explain an input torch refused.
+
+NaN and inf inputs are refused on every path (see the function's docstring). They are
+found from the output, one reduction over ``(N..., L, Ev)``, plus direct checks of the few
+inputs the output may not show (:func:`_hidden`).
 
 Everything else (validation, broadcasting rules, error messages) is shared, so both
 paths accept and reject exactly the same input.
@@ -30,6 +36,7 @@ paths accept and reject exactly the same input.
 from __future__ import annotations
 
 import functools
+import math
 
 from array_api_compat import device as _device
 
@@ -88,12 +95,16 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, *, is_causal=False, sc
 
         >>> out = al.scaled_dot_product_attention(q, k, v, is_causal=True)  # (N..., L, Ev)
     """
-    if attn_mask is None and not return_weights and is_torch(q) and type(q) is type(k) is type(v):
-        out = _try_fast(q, k, v, is_causal, scale)  # the hot path: a few us on top of torch's kernel
+    if not return_weights and is_torch(q) and type(q) is type(k) is type(v) is type(
+            q if attn_mask is None else attn_mask):
+        out = (_try_fast(q, k, v, is_causal, scale) if attn_mask is None else  # the hot paths: a few
+               _try_fast_masked(q, k, v, attn_mask, is_causal, scale))  # us on top of torch's kernel
         if out is not None:
             return out
     xp, batch, L, S = _check_args(q, k, v, attn_mask, is_causal)
     is_causal = bool(is_causal)  # a NumPy bool
+    if attn_mask is not None and is_torch(q) and len(_CHECKED) < 1024:  # see _try_fast_masked
+        _CHECKED.add((q.dtype, k.dtype, v.dtype, attn_mask.dtype, q.shape, k.shape, v.shape, attn_mask.shape))
     if not return_weights and is_torch(q) and S:  # (S = 0: torch gets N... wrong; plain path)
         sdpa = _fused_sdpa()
         if sdpa is not None:  # torch's default scale is 1/sqrt(E) too; passing None is faster
@@ -254,30 +265,45 @@ def _fused_sdpa():
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel_zeroes_dead_rows(device_type: str, dtype) -> bool:
-    """Does the fused kernel itself return zeros for a query with no visible key?
+def _kernel_verified(device_type: str, dtype) -> bool:
+    """Does the fused kernel, given a mask, give the answers attnlib promises by itself?
 
-    Feature detection, once per device type and dtype: on the CPU, run the kernel on a
-    tiny input with a fully masked row (bool and float ``-inf`` masks, 3-D and 4-D inputs,
-    which reach different CPU kernels) and check for exact zeros. PyTorch 2.13's CPU kernels
-    pass (NaN before 2.5: pytorch/pytorch#103963, #131060). Then the fast path skips its own
-    guard, a pass over the ``(..., L, S)`` mask that cost 10-30% of the call. On other
-    devices the kernel is chosen per shape and dtype (FlashAttention, memory-efficient,
-    cuDNN, math) and none is verified here, so the guard stays: False.
+    Feature detection, once per device type and dtype, on tiny inputs (3-D and 4-D, which
+    reach different CPU kernels, and one longer than a CPU kernel block) with a bool and a
+    float ``-inf`` mask that hide one query row and one key column entirely:
+
+    * a query with no visible key gets exact zeros (PyTorch 2.13's CPU kernels do; before
+      2.5 they gave NaN: pytorch/pytorch#103963, #131060);
+    * a NaN in the hidden query row, key or value still reaches the output, so checking the
+      output is enough to refuse NaN inputs (see :func:`_hidden`).
+
+    When both hold, the fast path skips its own fully-masked-row guard (a pass over the
+    ``(..., L, S)`` mask: 10-30% of the call) and the direct checks of q, k, v (three
+    reductions). On other devices the kernel is chosen per shape and dtype (FlashAttention,
+    memory-efficient, cuDNN, math) and a probe on a tiny input may not meet the kernel a
+    real call gets, so nothing is assumed there: False, the guard and the checks stay.
     """
     sdpa = _fused_sdpa()
     if device_type != "cpu" or sdpa is None:
         return False
     import torch
 
-    ok = True
-    for shape in ((1, 2, 4), (1, 1, 2, 4)):
-        q = torch.ones(shape, dtype=dtype)
-        keep = torch.tensor([[True, True], [False, False]])  # query 1 sees nothing
-        for m in (keep, torch.zeros(2, 2, dtype=dtype).masked_fill(~keep, -torch.inf)):
-            out = sdpa(q, q[..., :2, :], q[..., :2, :], attn_mask=m)
-            ok = ok and bool((out[..., 1, :] == 0).all()) and bool(torch.isfinite(out).all())
-    return ok
+    for shape in ((1, 3, 4), (1, 1, 3, 4), (1, 1, 600, 8)):
+        L = shape[-2]
+        keep = torch.ones(L, L, dtype=torch.bool)
+        keep[1, :] = False  # query 1 sees nothing
+        keep[:, L - 1] = False  # no query sees the last key
+        for m in (keep, torch.zeros(L, L, dtype=dtype).masked_fill(~keep, -torch.inf)):
+            q = torch.ones(shape, dtype=dtype)
+            out = sdpa(q, q, q, attn_mask=m)
+            if not (bool((out[..., 1, :] == 0).all()) and bool(torch.isfinite(out).all())):
+                return False
+            for where in ("q", "k", "v"):
+                x = [q.clone(), q.clone(), q.clone()]
+                x["qkv".index(where)][..., 1 if where == "q" else L - 1, :] = torch.nan
+                if not bool(torch.isnan(sdpa(*x, attn_mask=m)).any()):
+                    return False
+    return True
 
 
 def _try_fast(q, k, v, is_causal, scale):
@@ -292,17 +318,54 @@ def _try_fast(q, k, v, is_causal, scale):
     should take the checked path.
     """
     sdpa = _fused_sdpa()
-    if sdpa is None or is_causal.__class__ is not bool or k.ndim < 2 or k.shape[-2] == 0:
-        return None  # S = 0: torch gets N... wrong; a non-bool is_causal: attnlib's message
+    if sdpa is None or is_causal.__class__ is not bool or k.ndim < 2 or q.ndim < 2:
+        return None  # a non-bool is_causal: attnlib's message
+    S = k.shape[-2]
+    if S == 0:
+        return None  # S = 0: torch gets N... wrong
     if scale is not None:
         scale = check_scale(scale, q.shape[-1])
     try:
         out = sdpa(q, k, v, is_causal=is_causal, scale=scale)
     except (RuntimeError, ValueError, TypeError, IndexError):
         return None
-    if q.ndim < 2 or not all_finite(None, out, *_hidden(q, k, v, False, is_causal)):
-        return None  # the checked path names the non-finite input
-    return out
+    if is_causal and q.shape[-2] < S or v.shape[-1] == 0:  # inputs the output may not show
+        return out if all_finite(None, out, *_hidden(q, k, v, False, is_causal)) else None
+    if math.isfinite(out.detach().sum() if out.requires_grad else out.sum()):  # one reduction
+        return out
+    return None  # the checked path names the non-finite input
+
+
+_CHECKED: set = set()  # (dtypes, shapes) of torch calls with a mask that passed _check_args
+
+
+def _try_fast_masked(q, k, v, m, is_causal, scale):
+    """Torch tensors with a mask, no weights: the fused kernel without re-validating.
+
+    attnlib's checks depend only on dtypes and shapes, except devices (torch's kernel
+    refuses mixed devices itself). A call whose dtypes and shapes already passed them
+    (:data:`_CHECKED`) skips them: they cost about as much as the rest of the wrapper.
+    Taken only where the kernel is verified (:func:`_kernel_verified`) and the mask needs
+    no conversion; anything else, and any failure, returns None for the checked path.
+    """
+    sdpa = _fused_sdpa()
+    if sdpa is None or is_causal is not False or not q.is_cpu:
+        return None
+    if (q.dtype, k.dtype, v.dtype, m.dtype, q.shape, k.shape, v.shape, m.shape) not in _CHECKED:
+        return None
+    if not (m.dtype == _torch_bool() or m.dtype == q.dtype) or not _kernel_verified("cpu", q.dtype):
+        return None
+    if v.shape[-1] == 0:
+        return None  # an empty output shows no NaN: the checked path looks at the inputs
+    if scale is not None:
+        scale = check_scale(scale, q.shape[-1])
+    try:
+        out = sdpa(q, k, v, attn_mask=m, scale=scale)
+    except (RuntimeError, ValueError, TypeError, IndexError):
+        return None
+    if math.isfinite(out.detach().sum() if out.requires_grad else out.sum()):
+        return out
+    return None  # the checked path names the non-finite input
 
 
 def _fast(sdpa, xp, q, k, v, attn_mask, is_causal, scale):
@@ -318,12 +381,19 @@ def _fast(sdpa, xp, q, k, v, attn_mask, is_causal, scale):
             q, k, v = (x.to(ct) for x in (q, k, v))  # docstring) rather than round the mask
         m = m.to(ct)  # SDPA wants a float mask in q's dtype
     out = sdpa(q, k, v, attn_mask=m, is_causal=is_causal, scale=scale)  # (N..., L, Ev)
-    if m is not None and not _kernel_zeroes_dead_rows(q.device.type, q.dtype):
+    verified = m is None or (q.is_cpu and _kernel_verified("cpu", q.dtype))
+    if not verified:
         visible = m if m.dtype == _torch_bool() else m > -float("inf")  # (..., L, S)
         dead = ~visible.any(dim=-1, keepdim=True)  # (..., L, 1): row i sees no key at all
         out = out.masked_fill(dead, 0.0)  # zeros, whatever the kernel gave there
-    bool_mask = m is not None and m.dtype == _torch_bool()
-    if not all_finite(xp, out, *_hidden(q, k, v, bool_mask, is_causal)):
+        hidden = _hidden(q, k, v, m.dtype == _torch_bool(), is_causal)  # a bool mask can hide NaN
+    elif (is_causal and q.shape[-2] < k.shape[-2]) or v.shape[-1] == 0:
+        hidden = _hidden(q, k, v, False, is_causal)
+    else:  # the common case: the output shows every non-finite input; one reduction
+        hidden = ()
+        if math.isfinite(out.detach().sum() if out.requires_grad else out.sum()):
+            return out if out.dtype == dtype else out.to(dtype)
+    if not all_finite(xp, out, *hidden):
         check_finite(xp, q=q, k=k, v=v, attn_mask=attn_mask)  # raises for a non-finite input
         return None  # finite inputs: let the plain path compute (and explain an overflow)
     return out if out.dtype == dtype else out.to(dtype)
