@@ -13,11 +13,13 @@ The torch comparison runs with one torch thread and counts this thread's CPU tim
 (``time.thread_time``), which a busy machine cannot inflate by descheduling us; attnlib's
 overhead is per-call Python work, so one thread shows it against the full kernel cost.
 ``--wall`` (``python -m benchmarks.bench_sdpa --wall``) times wall-clock with torch's
-default threads instead.
+default threads instead. The NumPy rows count thread CPU time when BLAS has one thread
+(``python -m benchmarks --threads 1``), wall-clock otherwise.
 """
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 
@@ -79,12 +81,16 @@ def main(sizes=SIZES, repeats: int = 41, target_s: float = 0.002, wall: bool = F
                 print(row(f"torch {kind:<6} {shape}", a, b, r, 1.05), flush=True)
                 results.append(dict(case=f"torch {kind} vs F.sdpa", shape=shape, ratio=r, target=1.05))
         torch.set_num_threads(threads)
+        one_blas_thread = os.environ.get("OPENBLAS_NUM_THREADS") == "1"
+        np_clock = time.thread_time if one_blas_thread and not wall else time.perf_counter
+        print(f"  numpy: {'thread CPU time, 1 BLAS thread' if np_clock is time.thread_time else 'wall-clock'}")
         for batch, L, S, E, Ev in sizes:
             q, k, v = (rng.standard_normal((*batch, n, e)).astype(np.float32)
                        for n, e in ((L, E), (S, E), (S, Ev)))
             shape = f"N={batch} L={L} E={E}"
             a, b, r = compare_min(lambda: al.scaled_dot_product_attention(q, k, v),
-                                  lambda: plain_numpy(q, k, v), repeats=repeats, target_s=target_s)
+                                  lambda: plain_numpy(q, k, v), repeats=repeats, target_s=target_s,
+                                  clock=np_clock)
             print(row(f"numpy none   {shape}", a, b, r, 1.0), flush=True)
             results.append(dict(case="numpy vs inline", shape=shape, ratio=r, target=1.0))
     finally:
