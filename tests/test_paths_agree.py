@@ -309,3 +309,18 @@ def test_a_numpy_scalar_query_gets_a_clear_message(fn):
         fn(np.float64(1.0), k, v, **kw)
     msg = str(info.value)
     assert msg.startswith("q is a NumPy scalar (float64), not an array") and "numpy array" not in msg, msg
+
+
+def test_the_kernel_probe_is_invisible_to_a_flop_counter():
+    """The one-time probe runs on the first masked call; a learner counting that call's FLOPs
+    (chapter 6) must see the same count as for any later call."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    attention_mod._kernel_verified.cache_clear()
+    q, m = torch.randn(2, 4, 8), torch.ones(4, 4, dtype=torch.bool)
+    counts = []
+    for _ in range(2):
+        with FlopCounterMode(display=False) as counter:
+            al.scaled_dot_product_attention(q, q, q, m)
+        counts.append(counter.get_total_flops())
+    assert counts[0] == counts[1] > 0
