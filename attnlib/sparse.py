@@ -28,7 +28,7 @@ from numbers import Integral
 import numpy as np
 from array_api_compat import device as _device
 
-from ._array import check_block_size, check_flag, check_scale, check_size, compute_dtype, namespace
+from ._array import all_finite, check_block_size, check_finite, check_flag, check_scale, check_size, compute_dtype, namespace
 from .attention import _check_qkv
 from .flash import _finish, _update, flash_attention
 
@@ -131,7 +131,8 @@ def sliding_window_attention(q, k, v, *, window, num_global=0, is_causal=False, 
         block_size: queries per block. Default: ``128``.
 
     Returns:
-        out: ``(N..., L, Ev)``.
+        out: ``(N..., L, Ev)``. NaN or inf in q, k, v raise a ValueError naming the input,
+        as in :func:`attnlib.scaled_dot_product_attention`.
 
     Example::
 
@@ -140,6 +141,8 @@ def sliding_window_attention(q, k, v, *, window, num_global=0, is_causal=False, 
     name = "sliding_window_attention"
     xp = namespace(q=q, k=k, v=v)
     batch, L, S = _check_qkv(xp, q, k, v)
+    if not all_finite(xp, q, k, v):  # refused as in scaled_dot_product_attention: the window
+        check_finite(xp, q=q, k=k, v=v)  # hides keys, so the output cannot be relied on to show them
     window, num_global = _check_window(window, num_global, name)
     is_causal = check_flag("is_causal", is_causal)
     scale = check_scale(scale, q.shape[-1])

@@ -324,3 +324,19 @@ def test_the_kernel_probe_is_invisible_to_a_flop_counter():
             al.scaled_dot_product_attention(q, q, q, m)
         counts.append(counter.get_total_flops())
     assert counts[0] == counts[1] > 0
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("fn", ["sliding_window", "linear", "linear_causal"])
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+def test_sparse_and_linear_attention_refuse_nan_too(lib, fn, where):
+    """The same policy in the other attention functions; the NaN sits at the last key, which
+    a window of 1 hides from query 0 and the causal form shows only to the last query."""
+    q, k, v = _rng_qkv(lib)
+    x = {"q": q, "k": k, "v": v}[where]
+    x[0, -1, 0] = float("nan")
+    call = {"sliding_window": lambda: al.sliding_window_attention(q, k, v, window=1),
+            "linear": lambda: al.linear_attention(q, k, v),
+            "linear_causal": lambda: al.linear_attention(q, k, v, is_causal=True)}[fn]
+    with pytest.raises(ValueError, match=f"^{where} holds 1 non-finite value"):
+        call()
