@@ -15,8 +15,8 @@ import numpy as np
 
 __all__ = [
     "namespace", "library", "is_torch", "check_float", "is_low_precision", "compute_dtype",
-    "broadcast_batch", "check_mask", "check_scale", "check_size", "check_block_size", "fmt_shape",
-    "can_overwrite", "exp_",
+    "broadcast_batch", "check_mask", "check_scale", "check_size", "check_block_size", "check_flag",
+    "fmt_shape", "can_overwrite", "exp_", "all_finite", "check_finite",
 ]
 
 
@@ -29,6 +29,8 @@ def library(x) -> str:
     """A short human name for the library an array comes from (used in error messages)."""
     if isinstance(x, np.ndarray):
         return "NumPy"
+    if isinstance(x, np.generic):
+        return "NumPy scalar"
     if is_torch(x):
         return "torch"
     return type(x).__module__.split(".")[0]
@@ -49,6 +51,10 @@ def namespace(**arrays):
     for name, x in arrays.items():
         if x is None:
             continue
+        if isinstance(x, np.generic):  # np.float64(1.0): a number, not an array
+            raise TypeError(
+                f"{name} is a NumPy scalar ({type(x).__name__}), not an array; pass an array "
+                f"with the dims the function needs, e.g. {name} = np.asarray({name}).reshape(1, 1)")
         if not array_api_compat.is_array_api_obj(x):
             raise TypeError(
                 f"{name} must be a NumPy array or a torch tensor, got {type(x).__name__}; "
@@ -155,20 +161,31 @@ def check_mask(xp, name: str, mask, target: tuple, dims: str, like) -> None:
         dims: how to name ``target`` in the message, e.g. ``"(N..., L, S)"``.
         like: an input the mask must share a device with.
     """
-    if not (xp.isdtype(mask.dtype, "bool") or xp.isdtype(mask.dtype, "real floating")):
+    if mask.dtype in _MASK_DTYPES:  # cached: this check runs on every masked call
+        pass
+    elif xp.isdtype(mask.dtype, "bool") or xp.isdtype(mask.dtype, "real floating"):
+        _MASK_DTYPES.add(mask.dtype)
+    else:
         fix = f"{name}.bool()" if is_torch(mask) else f"{name}.astype(bool)"
         raise TypeError(
             f"{name} has dtype {mask.dtype}; use a bool mask (True = may attend, e.g. {fix}) "
             f"or a float mask whose values are added to the scores (0 or -inf)")
-    if _broadcast(tuple(mask.shape), tuple(target)) != tuple(target):
+    key = (tuple(mask.shape), tuple(target))
+    if key not in _BROADCASTS_TO and _broadcast(*key) != key[1]:
         L, S = target[-2], target[-1]
         raise ValueError(
             f"{name} has shape {fmt_shape(mask.shape)} but the scores are {fmt_shape(target)} "
             f"{dims}: the mask must broadcast to them, so its last two dims must be (L, S) = "
             f"({L}, {S}) or 1, and it may not have extra or larger batch dims")
+    if len(_BROADCASTS_TO) < 4096:  # remember the shapes seen (the check runs on every call)
+        _BROADCASTS_TO.add(key)
     if is_torch(mask) and mask.device != like.device:
         raise ValueError(f"{name} is on {mask.device} but the inputs are on {like.device}; "
                          f"move it with {name}.to('{like.device}')")
+
+
+_BROADCASTS_TO: set = set()
+_MASK_DTYPES: set = set()
 
 
 def check_scale(scale, E: int) -> float:
@@ -191,8 +208,92 @@ def check_size(name: str, n) -> int:
 
 
 def check_block_size(block_size, name: str = "block_size") -> int:
-    """``block_size`` as a positive int (positions per tile or chunk), or a ValueError naming
-    ``name``. Shared by ``flash.py``, ``sparse.py`` and ``linear.py``."""
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"{name} must be a positive int (positions per tile), got {block_size!r}")
-    return block_size
+    """``block_size`` as a positive int (positions per tile or chunk). Any integer type is
+    accepted (``int``, ``np.int64``: :class:`numbers.Integral`), bool is not. A wrong type is
+    a TypeError, a value below 1 a ValueError; both name ``name``. Shared by ``flash.py``,
+    ``sparse.py``, ``linear.py`` and ``multihead.py`` (``num_heads``)."""
+    if isinstance(block_size, bool) or not isinstance(block_size, Integral):
+        raise TypeError(f"{name} must be a positive int, got {block_size!r} of type "
+                        f"{type(block_size).__name__}; pass e.g. {name}=int({name})")
+    if block_size < 1:
+        raise ValueError(f"{name} must be a positive int (>= 1), got {int(block_size)}")
+    return int(block_size)
+
+
+def check_flag(name: str, value) -> bool:
+    """``value`` as a bool when it is ``True``/``False`` (or a NumPy bool), else a TypeError
+    naming ``name``: one check for every ``is_causal``-like switch of attnlib, so NumPy and
+    torch inputs get the same answer (torch's SDPA refuses non-bools in its own words)."""
+    if value is True or value is False:
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {value!r} of type {type(value).__name__}; "
+                    f"pass {name}=True or {name}=False")
+
+
+def all_finite(xp, *arrays) -> bool:
+    """True when no entry of ``arrays`` (``None`` entries skipped) is NaN or infinite.
+
+    Cheap first: a sum is finite only if every summand is (NaN and inf propagate, inf - inf
+    is NaN), so one reduction per array usually settles it, with no temporary array (on a
+    GPU the sums are added on the device: one host sync in all). Only when that sum is not
+    finite (a non-finite entry, or an overflow of finite values) is the exact
+    ``isfinite(x).all()`` run. This runs on every call, so it is written for speed.
+    """
+    total = 0.0
+    device_sum = None
+    for x in arrays:
+        if x is None:
+            continue
+        if isinstance(x, np.ndarray):  # (float16 summed in float32: no overflow warning)
+            total += float(np.add.reduce(x, axis=None, dtype=np.float32 if x.dtype.itemsize == 2 else None))
+            continue
+        t = x.detach().sum() if x.requires_grad else x.sum()
+        if x.device.type == "cpu":
+            total += float(t)
+        else:
+            device_sum = t if device_sum is None else device_sum + t
+    if device_sum is not None:
+        total += float(device_sum)
+    if math.isfinite(total):
+        return True
+    arrays = [x for x in arrays if x is not None]
+    xp = xp if xp is not None else array_api_compat.array_namespace(*arrays)
+    return all(bool(xp.all(xp.isfinite(x))) for x in arrays)
+
+
+def check_finite(xp, **arrays) -> None:
+    """Raise a ValueError naming the first of ``arrays`` that holds NaN or inf.
+
+    attnlib refuses NaN and inf in its inputs on every path (see
+    :func:`attnlib.scaled_dot_product_attention`): they turn whole rows into NaN
+    (``inf - inf``, ``0 * inf``), and whether a mask hides them differs between kernels.
+    A float mask (an argument whose name ends in ``mask``) may hold ``-inf``, which blocks.
+    """
+    for name, x in arrays.items():
+        if x is None or all_finite(xp, x):
+            continue
+        is_mask = name.endswith("mask")
+        if is_mask and xp.isdtype(x.dtype, "bool"):
+            continue
+        bad = xp.isnan(x) | (x == math.inf) if is_mask else ~xp.isfinite(x)
+        count = int(xp.sum(xp.astype(bad, xp.int64)))
+        if count == 0:
+            continue
+        first = tuple(int(i) for i in np.argwhere(np.asarray(_to_numpy(bad)))[0])
+        value = float(x[first])
+        what = "finite values and -inf (-inf blocks a key)" if is_mask else "finite numbers"
+        fix = ("to block a key use -inf there, or a bool mask" if is_mask else
+               "fix the computation that produced it; to leave a position out, mask it instead")
+        raise ValueError(
+            f"{name} holds {count} non-finite value(s) ({value} at index {first}, shape "
+            f"{fmt_shape(x.shape)}); attention accepts only {what}, since NaN and inf turn "
+            f"whole rows of the output into NaN; {fix}")
+
+
+def _to_numpy(x):
+    """A host NumPy copy of a bool array (for locating the first bad entry in a message)."""
+    if isinstance(x, np.ndarray):
+        return x
+    return x.detach().cpu().numpy()

@@ -33,13 +33,13 @@ import math
 
 from array_api_compat import device as _device
 
-from ._array import check_block_size, check_scale, compute_dtype, namespace
-from .attention import _check_args, _check_qkv
+from ._array import check_block_size, check_scale, compute_dtype, is_torch, namespace
+from .attention import _check_args, _check_qkv, _ensure_finite, _hidden
 
-__all__ = ["flash_attention", "online_softmax_merge", "attention_state"]
+__all__ = ["flash_attention", "online_softmax_merge", "attention_state", "default_block_size"]
 
 
-def flash_attention(q, k, v, attn_mask=None, *, is_causal=False, scale=None, block_size=128):
+def flash_attention(q, k, v, attn_mask=None, *, is_causal=False, scale=None, block_size=None):
     r"""Exact scaled dot-product attention, tiled over queries and keys.
 
     Same semantics as :func:`attnlib.scaled_dot_product_attention` (and
@@ -58,18 +58,26 @@ def flash_attention(q, k, v, attn_mask=None, *, is_causal=False, scale=None, blo
         is_causal: if ``True``, query ``i`` attends only to keys ``j <= i`` (top-left
             aligned); tiles wholly above the diagonal are skipped. Default: ``False``.
         scale: multiplier of the scores. Default: ``None`` (``1 / sqrt(E)``).
-        block_size: tile size ``Bq = Bk`` in positions. Default: ``128``.
+        block_size: tile size ``Bq = Bk`` in positions, any positive integer. Default:
+            ``None``, chosen per library and device by :func:`default_block_size` (512 for
+            NumPy and torch on the CPU, 1024 on a GPU), measured so that flash is no slower
+            than plain attention from n = 4,096 up.
 
     Returns:
         out: shape ``(N..., L, Ev)``, the caller's array type, dtype and device. A query
-        with nothing to attend to gets zeros.
+        with nothing to attend to gets zeros. The same numbers (to rounding) as
+        :func:`attnlib.scaled_dot_product_attention` for the same input, on every path: a
+        float mask is added in the compute dtype (float32 for 16-bit inputs), and NaN or
+        inf in q, k, v or the mask raise a ValueError, as there.
 
     Example::
 
         >>> out = al.flash_attention(q, k, v, is_causal=True, block_size=64)
     """
     xp, batch, mask, scale = _check_sdpa_args(q, k, v, attn_mask, is_causal, scale)
-    block_size = check_block_size(block_size)
+    is_causal = bool(is_causal)
+    block_size = default_block_size(q) if block_size is None else check_block_size(block_size)
+    inputs = q, k, v, attn_mask  # as given, for the finiteness check at the end
     ct = compute_dtype(xp, q)  # float32 for 16-bit inputs
     k, v = xp.astype(k, ct, copy=False), xp.astype(v, ct, copy=False)
     if mask is not None and mask.dtype != xp.bool:
@@ -92,15 +100,39 @@ def flash_attention(q, k, v, attn_mask=None, *, is_causal=False, scale=None, blo
             state = _update(xp, state, s, v[..., j0:j1, :])
         if state is not None:  # (S = 0 leaves nothing to attend to: zeros)
             out[..., i0:i1, :] = xp.astype(_finish(xp, state), q.dtype, copy=False)
+    bool_mask = mask is not None and mask.dtype == xp.bool
+    checks = (q,) if S == 0 else (out, *_hidden(q, k, v, bool_mask, is_causal))
+    _ensure_finite(xp, checks, *inputs)  # NaN and inf raise, as in scaled_dot_product_attention
     return out
+
+
+# The default tile size, per library and device, measured with benchmarks/bench_flash.py
+# (figures in benchmarks/RESULTS.md). On the CPU the plain path runs two big BLAS matmuls
+# and the tiled loop many small ones, each with Python and library overhead: 128 x 128
+# tiles made NumPy flash 2.0x slower than plain at n = 4,096 on the course's 2-core
+# machine, 512 x 512 tiles (1 MiB of float32 scores, cache-sized) made it no slower from
+# n = 4,096 up, while the tiles stay far below the (n, n) scores (>= 10x less memory at
+# n = 8,192). torch on the CPU behaves the same. On a GPU every tile costs about ten
+# kernel launches from Python, so fewer, larger tiles (1024) win; not measured here (no
+# GPU): see RESULTS.md.
+_BLOCK_CPU = 512
+_BLOCK_GPU = 1024
+
+
+def default_block_size(q) -> int:
+    """The tile size :func:`flash_attention` uses when ``block_size=None``: the one place it
+    is chosen, by the library and device of ``q`` (512 on the CPU, NumPy or torch; 1024 on
+    other torch devices). See the comment above for the measurements behind it."""
+    dev = getattr(q, "device", None)
+    if is_torch(q) and getattr(dev, "type", "cpu") != "cpu":
+        return _BLOCK_GPU
+    return _BLOCK_CPU
 
 
 def _check_sdpa_args(q, k, v, attn_mask, is_causal, scale):
     """The checks of :func:`attnlib.scaled_dot_product_attention`, shared so that both
     raise the same errors; returns ``(xp, batch, mask, scale)`` with a 1-D mask made ``(1, S)``."""
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"is_causal must be True or False, got {is_causal!r}")
-    xp, batch, _, _ = _check_args(q, k, v, attn_mask, is_causal)
+    xp, batch, _, _ = _check_args(q, k, v, attn_mask, is_causal)  # is_causal too
     if attn_mask is not None and attn_mask.ndim == 1:
         attn_mask = attn_mask[None, :]  # (S,) -> (1, S)
     return xp, batch, attn_mask, check_scale(scale, q.shape[-1])

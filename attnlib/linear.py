@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from array_api_compat import device as _device
 
-from ._array import check_block_size, compute_dtype, namespace
+from ._array import all_finite, check_block_size, check_finite, check_flag, compute_dtype, namespace
 from .attention import _check_qkv
 
 __all__ = ["linear_attention", "elu_feature_map"]
@@ -62,6 +62,8 @@ def linear_attention(q, k, v, *, is_causal=False, chunk_size=64):
         before the feature map (see :func:`_lift`), so features do not underflow; in
         the causal case a query whose visible keys are all some 1e38 times (float32)
         smaller in feature than the sequence's largest key gets zeros.
+        NaN or inf in q, k, v raise a ValueError naming the input, as in
+        :func:`attnlib.scaled_dot_product_attention`.
 
     Example::
 
@@ -70,11 +72,12 @@ def linear_attention(q, k, v, *, is_causal=False, chunk_size=64):
     name = "linear_attention"
     xp = namespace(q=q, k=k, v=v)
     _check_qkv(xp, q, k, v)
+    if not all_finite(xp, q, k, v):  # NaN and inf are refused, as in scaled_dot_product_attention
+        check_finite(xp, q=q, k=k, v=v)
     if k.shape[-2] == 0:
         raise ValueError(f"{name}: k and v have no positions (S = 0); linear attention needs S >= 1")
     chunk_size = check_block_size(chunk_size, "chunk_size")
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"{name}: is_causal must be True or False, got {is_causal!r}")
+    is_causal = check_flag("is_causal", is_causal)
     out_dtype, ct = q.dtype, compute_dtype(xp, q)
     q, k, v = xp.astype(q, ct), xp.astype(k, ct), xp.astype(v, ct)
     fq = elu_feature_map(_lift(xp, q, axis=(-1,)))  # (N..., L, E)

@@ -61,7 +61,8 @@ def padding_mask(lengths, S):
     Args:
         lengths: the number of real (non-padding) keys of each batch element, shape
             ``(N,)``, integers in ``[0, S]``; a NumPy array, a torch tensor (the mask
-            follows its library and device) or a Python list (read as NumPy).
+            follows its library and device) or a Python list (read as NumPy). Integer
+            dtypes only: float lengths such as 1.9 are refused, never truncated.
         S: the padded key length.
 
     Returns:
@@ -77,13 +78,19 @@ def padding_mask(lengths, S):
         <BLANKLINE>
                [[1, 1, 1, 0]]])
     """
-    if isinstance(lengths, (list, tuple)):
-        lengths = np.asarray(lengths, dtype=np.int64)
+    if isinstance(lengths, (list, tuple)):  # read as NumPy without casting: 1.9 must not become 1
+        lengths = np.asarray(lengths) if len(lengths) else np.zeros(0, dtype=np.int64)
     S = check_size("S", S)
     xp = namespace(lengths=lengths)
     if not xp.isdtype(lengths.dtype, "integral"):
-        raise TypeError(f"lengths has dtype {lengths.dtype}; it must hold integer key counts, "
-                        f"e.g. lengths.astype(int)" + (" / lengths.long()" if is_torch(lengths) else ""))
+        seen = ""
+        if xp.isdtype(lengths.dtype, "real floating") and lengths.ndim == 1:
+            frac = [float(x) for x in lengths if float(x) != int(float(x))] if lengths.shape[0] < 10**6 else []
+            seen = f" (e.g. {frac[0]} is not a whole number)" if frac else ""
+        fix = "lengths.long()" if is_torch(lengths) else "np.asarray(lengths).astype(int)"
+        raise TypeError(f"lengths has dtype {lengths.dtype}{seen}; it must hold integer key counts "
+                        f"(whole numbers, not rounded silently): pass ints, e.g. {fix} once you "
+                        f"have checked the values")
     if lengths.ndim != 1:
         raise ValueError(f"lengths has shape {fmt_shape(lengths.shape)}; it must be 1-D (N,), "
                          f"one key count per batch element (flatten it with lengths.reshape(-1))")

@@ -14,9 +14,9 @@ computes ``x @ W.T``), and with its bool masks inverted (True = blocked there).
 from __future__ import annotations
 
 import math
-from numbers import Integral
 
-from ._array import broadcast_batch, check_float, check_mask, fmt_shape, namespace
+from ._array import (all_finite, broadcast_batch, check_block_size, check_finite, check_flag, check_float,
+                     check_mask, fmt_shape, namespace)
 from .attention import scaled_dot_product_attention
 
 __all__ = ["multi_head_attention"]
@@ -56,6 +56,9 @@ def multi_head_attention(query, key, value, num_heads, w_q, w_k, w_v, w_o, *, at
     xp = namespace(query=query, key=key, value=value, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o,
                    attn_mask=attn_mask)
     h, d_head = _check(xp, query, key, value, num_heads, w_q, w_k, w_v, w_o)
+    is_causal = check_flag("is_causal", is_causal)
+    if not all_finite(xp, query, key, value, w_q, w_k, w_v, w_o):  # named here, not as the
+        check_finite(xp, query=query, key=key, value=value, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o)  # heads' q
     if attn_mask is not None and attn_mask.ndim <= query.ndim:  # shared by every head
         batch = broadcast_batch(query=query.shape[:-2], key=key.shape[:-2], value=value.shape[:-2])
         check_mask(xp, "attn_mask", attn_mask, batch + (query.shape[-2], key.shape[-2]),
@@ -95,9 +98,7 @@ def _check(xp, query, key, value, num_heads, w_q, w_k, w_v, w_o):
             raise ValueError(f"{name} has shape {fmt_shape(x.shape)}; it must be (N..., length, "
                              f"features) with at least 2 dims, e.g. {name}[None, :]")
     d_model = query.shape[-1]
-    if isinstance(num_heads, bool) or not isinstance(num_heads, Integral) or num_heads < 1:
-        raise TypeError(f"num_heads must be a positive int, got {num_heads!r}")
-    num_heads = int(num_heads)
+    num_heads = check_block_size(num_heads, "num_heads")  # TypeError for a non-int, ValueError < 1
     if d_model % num_heads:
         divisors = [d for d in range(1, d_model + 1) if d_model % d == 0]
         raise ValueError(f"num_heads={num_heads} does not divide d_model={d_model} (query has "

@@ -7,6 +7,8 @@ A row that is entirely ``-inf`` (nothing may be attended to) gives zeros, not Na
 """
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 
 from ._array import check_float, compute_dtype, fmt_shape, namespace
@@ -21,7 +23,9 @@ def softmax(x, axis=-1):
         x: a floating NumPy array or torch tensor of any shape; a Python list is read
             as a float64 NumPy array. 16-bit floats (float16, bfloat16) are accumulated
             in float32 and returned in their own dtype.
-        axis: the axis to normalise over. Default: ``-1``.
+        axis: the one axis to normalise over, an integer in ``[-x.ndim, x.ndim)``
+            (``np.int64`` too). ``None`` and tuples are refused with a TypeError: to
+            normalise over several axes, reshape them into one first. Default: ``-1``.
 
     Returns:
         an array of ``x``'s type, dtype, device and shape whose slices along ``axis`` are
@@ -34,8 +38,15 @@ def softmax(x, axis=-1):
     """
     if isinstance(x, (list, tuple)):
         x = np.asarray(x, dtype=np.float64)
+    elif isinstance(x, np.generic):  # a NumPy scalar, e.g. np.float32(2.0): a 0-d array
+        x = np.asarray(x)
     xp = namespace(x=x)
     check_float(xp, "x", x)
+    if isinstance(axis, bool) or not isinstance(axis, Integral):
+        raise TypeError(f"axis must be one int, got {axis!r} of type {type(axis).__name__}; pass "
+                        f"e.g. axis=-1 (to normalise over several axes, reshape them into one "
+                        f"first, e.g. the last two: softmax(x.reshape(*x.shape[:-2], -1)).reshape(x.shape))")
+    axis = int(axis)
     if x.ndim == 0:  # a single number: softmax over one element is 1
         return xp.ones_like(x)
     if not -x.ndim <= axis < x.ndim:

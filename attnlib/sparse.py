@@ -23,11 +23,12 @@ The error is small exactly when the attention that is cut away was small;
 from __future__ import annotations
 
 import math
+from numbers import Integral
 
 import numpy as np
 from array_api_compat import device as _device
 
-from ._array import check_block_size, check_scale, check_size, compute_dtype, namespace
+from ._array import all_finite, check_block_size, check_finite, check_flag, check_scale, check_size, compute_dtype, namespace
 from .attention import _check_qkv
 from .flash import _finish, _update, flash_attention
 
@@ -35,11 +36,13 @@ __all__ = ["sliding_window_attention", "sliding_window_mask", "sliding_window_pa
 
 
 def _check_window(window, num_global, name):
-    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+    """``(window, num_global)`` as ints; any integer type is accepted (``np.int64`` too), bool is not."""
+    if isinstance(window, bool) or not isinstance(window, Integral) or window < 0:
         raise ValueError(f"{name}: window must be an int >= 0 (keys at distance <= window are seen), got {window!r}")
-    if isinstance(num_global, bool) or not isinstance(num_global, int) or num_global < 0:
+    if isinstance(num_global, bool) or not isinstance(num_global, Integral) or num_global < 0:
         raise ValueError(f"{name}: num_global must be an int >= 0 (the first num_global tokens are global), "
                          f"got {num_global!r}")
+    return int(window), int(num_global)
 
 
 def _allowed(xp, rows, cols, window, num_global, is_causal):
@@ -68,7 +71,8 @@ def sliding_window_mask(L, S=None, *, window, num_global=0, is_causal=False, lik
     """
     L = check_size("L", L)
     S = L if S is None else check_size("S", S)
-    _check_window(window, num_global, "sliding_window_mask")
+    window, num_global = _check_window(window, num_global, "sliding_window_mask")
+    is_causal = check_flag("is_causal", is_causal)
     xp = np if like is None else namespace(like=like)
     dev = None if like is None else _device(like)
     rows = xp.arange(L, device=dev)[:, None]  # (L, 1)
@@ -94,7 +98,8 @@ def sliding_window_pairs(L, S=None, *, window, num_global=0, is_causal=False):
     """
     L = check_size("L", L)
     S = L if S is None else check_size("S", S)
-    _check_window(window, num_global, "sliding_window_pairs")
+    window, num_global = _check_window(window, num_global, "sliding_window_pairs")
+    is_causal = check_flag("is_causal", is_causal)
     i = np.arange(L, dtype=np.int64)  # query positions
     lo = np.maximum(0, i - window)  # the band of keys [lo, hi] around each query
     hi = np.minimum(S - 1, i if is_causal else i + window)
@@ -126,7 +131,8 @@ def sliding_window_attention(q, k, v, *, window, num_global=0, is_causal=False, 
         block_size: queries per block. Default: ``128``.
 
     Returns:
-        out: ``(N..., L, Ev)``.
+        out: ``(N..., L, Ev)``. NaN or inf in q, k, v raise a ValueError naming the input,
+        as in :func:`attnlib.scaled_dot_product_attention`.
 
     Example::
 
@@ -135,9 +141,10 @@ def sliding_window_attention(q, k, v, *, window, num_global=0, is_causal=False, 
     name = "sliding_window_attention"
     xp = namespace(q=q, k=k, v=v)
     batch, L, S = _check_qkv(xp, q, k, v)
-    _check_window(window, num_global, name)
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"{name}: is_causal must be True or False, got {is_causal!r}")
+    if not all_finite(xp, q, k, v):  # refused as in scaled_dot_product_attention: the window
+        check_finite(xp, q=q, k=k, v=v)  # hides keys, so the output cannot be relied on to show them
+    window, num_global = _check_window(window, num_global, name)
+    is_causal = check_flag("is_causal", is_causal)
     scale = check_scale(scale, q.shape[-1])
     block_size = check_block_size(block_size)
     ct, dev = compute_dtype(xp, q), _device(q)  # float32 for 16-bit inputs

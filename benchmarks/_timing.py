@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 
-__all__ = ["compare", "autorange", "row"]
+__all__ = ["compare", "compare_min", "autorange", "row"]
 
 
 def autorange(fn, target_s: float = 0.01) -> int:
@@ -52,6 +52,32 @@ def compare(fa, fb, *, repeats: int = 21, target_s: float = 0.01, sync=None):
     # the ratio is the median of the per-repeat ratios: each A batch is compared with the B
     # batch timed right next to it, so slow phases of a busy machine cancel out
     return a, b, statistics.median(x / y for x, y in zip(ta, tb))
+
+
+def compare_min(fa, fb, *, repeats: int = 41, target_s: float = 0.002, clock=time.perf_counter,
+                sync=None):
+    """Time ``fa`` and ``fb`` interleaved; return ``(min_a_s, min_b_s, min_a / min_b)``.
+
+    The minimum over ``repeats`` short batches is the robust statistic on a machine shared
+    with other work: other processes only ever add time (preemption, cache eviction), so
+    the fastest batch is the closest to the undisturbed cost, and interleaving gives both
+    sides the same chances. ``clock=time.thread_time`` counts only this thread's CPU time
+    (immune to being descheduled); use it only where all the work runs on this thread
+    (e.g. ``torch.set_num_threads(1)``, ``OPENBLAS_NUM_THREADS=1``).
+    """
+    number = max(1, min(autorange(fa, target_s), autorange(fb, target_s)))
+    ta, tb = [], []
+    for r in range(repeats):
+        order = ((fa, ta), (fb, tb)) if r % 2 == 0 else ((fb, tb), (fa, ta))
+        for fn, out in order:
+            t0 = clock()
+            for _ in range(number):
+                fn()
+            if sync is not None:
+                sync()
+            out.append((clock() - t0) / number)
+    a, b = min(ta), min(tb)
+    return a, b, a / b
 
 
 def row(label: str, a: float, b: float, ratio: float, target: float) -> str:

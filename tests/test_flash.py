@@ -239,3 +239,24 @@ def test_flash_on_cuda_matches_torch_sdpa(causal):
     assert got.device.type == "cuda"
     torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=causal),
                                rtol=2e-4, atol=2e-4)
+
+
+def test_default_block_size_is_chosen_in_one_place_per_library_and_device():
+    """block_size=None picks the measured default (benchmarks/RESULTS.md) from q's library
+    and device; the result equals an explicit block of that size."""
+    from attnlib.flash import default_block_size
+
+    rng = np.random.default_rng(12)
+    q, k, v = _qkv(rng, (2,), 700, 600, 8, 8)
+    assert default_block_size(q) == default_block_size(torch.from_numpy(q)) == 512
+    if torch.cuda.is_available():
+        assert default_block_size(torch.from_numpy(q).cuda()) == 1024
+    np.testing.assert_array_equal(al.flash_attention(q, k, v), al.flash_attention(q, k, v, block_size=512))
+
+
+@pytest.mark.parametrize("bad,exc", [(np.int64(0), ValueError), (True, TypeError), ("64", TypeError)])
+def test_block_size_errors_name_the_argument_and_the_value(bad, exc):
+    q = np.ones((3, 2))
+    with pytest.raises(exc, match=f"block_size must be a positive int.*{bad!r}" if exc is TypeError
+                       else "block_size must be a positive int .>= 1., got 0"):
+        al.flash_attention(q, q, q, block_size=bad)

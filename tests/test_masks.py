@@ -66,14 +66,24 @@ def test_masks_compose_with_scores_and_heads(rng):
     (lambda: al.padding_mask([1, 5], 4), ValueError, ["lengths", "[0, 4]", "max 5"]),
     (lambda: al.padding_mask([-1, 2], 4), ValueError, ["lengths", "min -1"]),
     (lambda: al.padding_mask(np.array([1.0, 2.0]), 4), TypeError, ["lengths", "float64", "integer"]),
+    (lambda: al.padding_mask([1.9, 2], 4), TypeError, ["lengths", "1.9 is not a whole number", "integer"]),
+    (lambda: al.padding_mask(torch.tensor([2.5, 1.0]), 4), TypeError, ["lengths", "2.5", ".long()"]),
+    (lambda: al.padding_mask([True, False], 4), TypeError, ["lengths", "bool"]),
     (lambda: al.padding_mask(np.array([[1, 2]]), 4), ValueError, ["lengths", "(1, 2)", "1-D"]),
     (lambda: al.padding_mask([1], 2.5), TypeError, ["S", "int"]),
     (lambda: al.causal_mask(-1), ValueError, ["L", ">= 0"]),
     (lambda: al.causal_mask(3, "4"), TypeError, ["S", "int"]),
     (lambda: al.causal_mask(3, like=[1, 2]), TypeError, ["like", "list"]),
-], ids=["too_long", "negative", "float_lengths", "2d_lengths", "float_S", "negative_L", "str_S", "list_like"])
+], ids=["too_long", "negative", "float_lengths", "fractional_list", "fractional_tensor", "bool_list", "2d_lengths", "float_S", "negative_L", "str_S", "list_like"])
 def test_bad_input_raises_a_message_that_names_the_argument(call, exc, words):
     with pytest.raises(exc) as info:
         call()
     for w in words:
         assert w in str(info.value), (w, str(info.value))
+
+
+def test_padding_mask_accepts_any_integer_lengths():
+    want = al.padding_mask(np.array([1, 3]), 4)
+    for lengths in ([1, 3], (1, 3), [np.int64(1), np.int32(3)], np.array([1, 3], np.int32)):
+        np.testing.assert_array_equal(al.padding_mask(lengths, 4), want)
+    assert al.padding_mask([], 4).shape == (0, 1, 4)

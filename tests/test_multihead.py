@@ -136,7 +136,8 @@ def _bad():
     ws = weights(r)
     return {
         "heads_not_dividing": ((x, x, x, 5, *ws), {}, ValueError, ["num_heads=5", "d_model=12", "[1, 2, 3, 4, 6, 12]"]),
-        "heads_zero": ((x, x, x, 0, *ws), {}, TypeError, ["num_heads", "positive"]),
+        "heads_zero": ((x, x, x, 0, *ws), {}, ValueError, ["num_heads", "positive", "got 0"]),
+        "heads_float": ((x, x, x, 3.0, *ws), {}, TypeError, ["num_heads", "int", "float"]),
         "w_q_shape": ((x, x, x, 3, ws[0][:, :6], *ws[1:]), {}, ValueError, ["w_q", "(12, 6)", "(12, 12)"]),
         "w_o_shape": ((x, x, x, 3, *ws[:3], ws[3][:6]), {}, ValueError, ["w_o", "(6, 12)", "(12, 12)"]),
         "w_dtype": ((x, x, x, 3, ws[0].astype(np.float32), *ws[1:]), {}, TypeError, ["w_q", "float32", "float64"]),

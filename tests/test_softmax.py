@@ -86,3 +86,20 @@ def test_bad_input_raises_a_message_that_names_the_argument(x, exc, words):
 def test_axis_out_of_range_names_axis():
     with pytest.raises(ValueError, match="axis=2"):
         al.softmax(np.ones((2, 3)), axis=2)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("axis", [None, (0, 1), 1.0, True, "1"], ids=["None", "tuple", "float", "bool", "str"])
+def test_axis_must_be_one_int(lib, axis):
+    """``axis=None``, ``(0, 1)`` or ``1.0`` used to give raw Python errors."""
+    x = np.ones((2, 3)) if lib == "numpy" else torch.ones(2, 3, dtype=torch.float64)
+    with pytest.raises(TypeError) as info:
+        al.softmax(x, axis=axis)
+    msg = str(info.value)
+    assert msg.startswith(f"axis must be one int, got {axis!r}") and "reshape" in msg, msg
+
+
+@pytest.mark.parametrize("axis", [np.int64(0), np.int32(-2), 0])
+def test_numpy_integer_axis_is_accepted(axis):
+    x = np.random.default_rng(0).standard_normal((2, 3))
+    np.testing.assert_allclose(al.softmax(x, axis=axis), al.softmax(x, axis=0))
