@@ -136,7 +136,9 @@ register(Exercise(
                 "then exp(-inf) = 0 and the row stays (-inf, 0, 0).",
                 fn=_merge_nan_on_empty),
     ],
-    hint="m = max(m1, m2); each state is rescaled by exp(m_i - m); then l and acc are plain sums.",
+    hint="l1 is a sum of exp(s - m1) and l2 a sum of exp(s - m2): numbers in two different units. "
+         "Which common reference makes them addable without overflow, and what factor converts each "
+         "state to it? A row that saw no keys in either block must stay empty.",
     rtol=1e-9, atol=1e-12,
 ))
 
