@@ -1,4 +1,5 @@
-"""Exercises of chapter 05 (multi-head attention): ``split_heads``, ``multi_head_attention``.
+"""Exercises of chapter 05 (multi-head attention): ``split_heads``, ``head_scores``,
+``multi_head_attention``.
 
 Conventions (those of the chapter and of :func:`attnlib.multi_head_attention`): ``x`` is
 ``(..., n, d_model)``; weights are ``(d_model, d_model)`` matrices used as ``x @ w``; head
@@ -94,7 +95,9 @@ register(Exercise(
                 "(np.swapaxes(x, -2, -3)), so any number of leading batch axes works.",
                 fn=_split_hardcoded_axes),
     ],
-    hint="Two steps: x.reshape(*x.shape[:-1], num_heads, d_head), then swap the token and head axes.",
+    hint="Picture each token's row of d_model numbers as num_heads pieces side by side. First cut every "
+         "row into its pieces while the token axis stays where it is; then bring the head axis in front "
+         "of the token axis. Count the axes from the end so that batch axes do not matter.",
 ))
 
 
@@ -107,7 +110,7 @@ def _softmax(s, axis=-1):
 
 
 def _mha(x, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=_split_reference, merge="transpose",
-         scale="head", use_w_o=True, axis=-1, use_mask=True, invert_mask=False):
+         scale="head", use_w_o=True, axis=-1, use_mask=True, invert_mask=False, mask_after=False):
     """Multi-head self-attention and, through the keywords, each catalogued mistake."""
     *batch, n, d_model = x.shape
     h, d_head = num_heads, d_model // num_heads
@@ -119,12 +122,16 @@ def _mha(x, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=_split_reference,
         scores = scores / np.sqrt(d_head)
     elif scale == "model":
         scores = scores / np.sqrt(d_model)
+    allowed = None
     if mask is not None and use_mask:
         allowed = np.asarray(mask, dtype=bool)
         allowed = ~allowed if invert_mask else allowed
-        scores = np.where(allowed, scores, -np.inf)  # (n, n) broadcasts over batch and heads
+        if not mask_after:
+            scores = np.where(allowed, scores, -np.inf)  # (n, n) broadcasts over batch and heads
     with np.errstate(invalid="ignore"):    # an inverted mask can block a whole row: NaN
         weights = _softmax(scores, axis=axis)  # (..., h, n, n)
+    if mask_after and allowed is not None:
+        weights = weights * allowed        # the mistake: zeroed after the softmax
     out = weights @ v                      # (..., h, n, n) @ (..., h, n, d_head) -> (..., h, n, d_head)
     if merge == "transpose":
         out = np.swapaxes(out, -2, -3)     # (..., n, h, d_head)
@@ -213,9 +220,100 @@ register(Exercise(
                 "is True and set it to -inf where it is False, np.where(mask, scores, -np.inf). "
                 "(nn.MultiheadAttention is the API where True means blocked.)",
                 fn=lambda *a, **kw: _mha(*a, **kw, invert_mask=True)),
+        Mistake("mask_after_softmax", "The mask is applied after the softmax",
+                "You zeroed the blocked weights after the softmax, so each row of weights sums to less "
+                "than 1 and the blocked keys still sit in the softmax's normaliser (a future token "
+                "changes the past). Mask the scores before the softmax: set the blocked scores to -inf, "
+                "then normalise (chapter 4).",
+                fn=lambda *a, **kw: _mha(*a, **kw, mask_after=True)),
     ],
-    hint="q = x @ w_q, then (..., n, h, d_head) -> (..., h, n, d_head); scores / √d_head; softmax over "
-         "keys; weights @ v; back to (..., n, d_model); @ w_o.",
+    hint="Follow the chapter's shape table one row at a time: project, split each projection into "
+         "heads, attend inside every head (which width sets the scale?), put the heads back side by side "
+         "in token order, and let w_o mix them. Print the shape after every step.",
     rtol=1e-5,
     atol=1e-6,
+))
+
+
+# --------------------------------------------------------------------------- head_scores
+
+def _head_scores(x, w_q, w_k, num_heads, *, scale="sqrt_head", split=_split_reference):
+    """Every head's scaled scores and, through the keywords, each catalogued mistake."""
+    d_model = x.shape[-1]
+    d_head = d_model // num_heads
+    q = split(x @ w_q, num_heads)            # (..., h, n, d_head)
+    k = split(x @ w_k, num_heads)            # (..., h, n, d_head)
+    scores = q @ np.swapaxes(k, -1, -2)      # (..., h, n, d_head) @ (..., h, d_head, n) -> (..., h, n, n)
+    divisor = {"sqrt_head": np.sqrt(d_head), "sqrt_model": np.sqrt(d_model), "none": 1.0,
+               "head": d_head, "sqrt_heads": np.sqrt(num_heads)}[scale]
+    return scores / divisor
+
+
+def _head_scores_reference(x, w_q, w_k, num_heads):
+    return _head_scores(x, w_q, w_k, num_heads)
+
+
+def _head_scores_cases():
+    rng = np.random.default_rng(11)
+
+    def w(d):
+        return rng.standard_normal((d, d)) / np.sqrt(d)
+
+    return [
+        Case(args=(rng.standard_normal((5, 8)), w(8), w(8), 2), label="d_model = 8, 2 heads of width 4"),
+        Case(args=(rng.standard_normal((2, 4, 18)), w(18), w(18), 2), label="batched, 2 heads of width 9"),
+        Case(args=(rng.standard_normal((3, 12)), w(12), w(12), 3), label="3 heads of width 4"),
+        Case(args=(rng.standard_normal((6, 32)), w(32), w(32), 8), label="8 heads of width 4"),
+        Case(args=(rng.standard_normal((4, 6)), w(6), w(6), 1), label="one head of width 6"),
+    ]
+
+
+register(Exercise(
+    name="head_scores",
+    chapter="05_multihead",
+    prompt="Return every head's scaled attention scores, (..., num_heads, n, n), with the scale that "
+           "gives each score variance 1 when the components of each head's queries and keys are "
+           "independent with variance 1.",
+    stub='''def head_scores(x, w_q, w_k, num_heads):
+    """x: (..., n, d_model); w_q, w_k: (d_model, d_model), used as x @ w.
+    Split the queries and keys into num_heads heads (head k owns the columns
+    k*d_head : (k+1)*d_head) and return each head's scaled scores,
+    (..., num_heads, n, n). Choose the scale so that a score has variance 1
+    when the components of the head's q and k are independent with variance 1."""
+    # YOUR CODE HERE
+    raise NotImplementedError
+''',
+    reference=_head_scores_reference,
+    cases=_head_scores_cases,
+    mistakes=[
+        Mistake("scale_by_d_model", "Scaled by √d_model instead of √d_head",
+                "The variance of a dot product grows with the number of terms it sums, and a head's "
+                "q · k sums d_head = d_model / num_heads terms, not d_model. Dividing by √d_model makes "
+                "the scores of every head too small (their variance is 1/num_heads) and each softmax "
+                "too flat. Divide by the square root of the head's own width.",
+                fn=lambda *a: _head_scores(*a, scale="sqrt_model")),
+        Mistake("no_scale", "The scores are not scaled",
+                "Unscaled, a head's score has variance d_head, not 1 (chapter 3), and the softmax "
+                "saturates as heads get wider. Divide by the square root of the number of terms in "
+                "one head's dot product.",
+                fn=lambda *a: _head_scores(*a, scale="none")),
+        Mistake("scale_by_d_head", "Divided by d_head instead of √d_head",
+                "Dividing by d_head shrinks the standard deviation from √d_head to 1/√d_head. The "
+                "variance of the score is d_head, so its standard deviation is √d_head: divide by "
+                "that.",
+                fn=lambda *a: _head_scores(*a, scale="head")),
+        Mistake("scale_by_num_heads", "Scaled by √num_heads",
+                "The number of heads does not enter one head's dot product; the number of terms in it "
+                "does, d_head = d_model / num_heads. (In 'd_model = 512, 8 heads' √64 = 8 equals the "
+                "number of heads only by coincidence.)",
+                fn=lambda *a: _head_scores(*a, scale="sqrt_heads")),
+        Mistake("reshape_without_transpose", "Heads split with a reshape alone",
+                "Reshaping (..., n, d_model) straight to (..., h, n, d_head) has the right shape but "
+                "mixes tokens: a row of a head is stitched from pieces of several tokens, so score "
+                "[i, j] no longer compares token i with token j. Reshape to (..., n, h, d_head), then "
+                "swap axes -2 and -3.",
+                fn=lambda *a: _head_scores(*a, split=_split_reshape_only)),
+    ],
+    hint="Chapter 3 found the variance of a dot product of unit-variance components: what is it for the "
+         "dot products inside one head here, and which divisor brings it back to 1?",
 ))
