@@ -53,13 +53,13 @@ def ms_loops(scores, mask):
     return out
 
 
-def ms_sdpa_identity(scores, mask):  # torch's SDPA: q = scores, k = v = I, scale 1
+def ms_sdpa_identity(scores, mask):  # outside reference: torch's SDPA with q = scores, k = v = I
     s, m = np.broadcast_arrays(np.asarray(scores, float), np.asarray(mask, bool))
     eye = torch.eye(s.shape[-1], dtype=torch.float64)
     return F.scaled_dot_product_attention(torch.tensor(s), eye, eye, attn_mask=torch.tensor(m), scale=1.0)
 
 
-@pytest.mark.parametrize("fn", [ms_torch_nan_to_num, ms_float32, ms_where_any, ms_loops, ms_sdpa_identity],
+@pytest.mark.parametrize("fn", [ms_torch_nan_to_num, ms_float32, ms_where_any, ms_loops],
                          ids=lambda f: f.__name__)
 def test_masked_softmax_equivalent_answers_pass(fn):
     res = check("masked_softmax", fn)
