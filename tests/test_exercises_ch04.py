@@ -81,10 +81,11 @@ def t(a):
     (lambda s, m: torch.softmax(torch.where(t(m), t(s), torch.finfo(torch.float64).min), -1), "finite_fill"),
     (lambda s, m: ms_torch_nan_to_num(s, ~t(m)), "true_means_blocked"),
     (lambda s, m: torch.softmax(t(s) * t(m), -1), "zero_fill"),
+    (lambda s, m: (lambda e: e / e.sum(-1, keepdim=True))(torch.exp(t(s)) * t(m)), "no_max_subtraction"),
     (lambda s, m: ms_torch_nan_to_num(t(s).expand(torch.broadcast_shapes(t(s).shape, t(m).shape)).mT,
                                       t(m).expand(torch.broadcast_shapes(t(s).shape, t(m).shape)).mT).mT,
      "softmax_over_queries"),
-], ids=["after", "renorm", "inf", "1e9", "finfo_min", "inverted", "times_mask", "axis"])
+], ids=["after", "renorm", "inf", "1e9", "finfo_min", "inverted", "times_mask", "exp_overflow", "axis"])
 def test_masked_softmax_mistakes_written_in_torch_are_named(fn, key):
     res = check("masked_softmax", fn)
     assert res.mistake == key, res.message
@@ -102,7 +103,7 @@ def test_masked_softmax_hint_does_not_hand_over_the_code():
     assert "np.where" not in hint and "-np.inf" not in hint and "def " not in hint
 
 
-@pytest.mark.parametrize("i", range(6))
+@pytest.mark.parametrize("i", range(7))
 def test_masked_softmax_reference_matches_attnlib_and_torch_sdpa(i):
     case = EXERCISES["masked_softmax"].all_cases()[i]
     ref = EXERCISES["masked_softmax"].reference(*case.args)

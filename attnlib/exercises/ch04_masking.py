@@ -66,6 +66,21 @@ def _fill(value, *, inverted=False):
     return fill
 
 
+def _no_max_subtraction(scores, mask):
+    s, m = _np(scores, np.float64), _np(mask, bool)
+    with np.errstate(all="ignore"):  # exp(1000) = inf, inf / inf = NaN
+        e = np.exp(np.where(m, s, -np.inf))
+        total = e.sum(axis=-1, keepdims=True)
+        return e / np.where(total > 0, total, 1.0)
+
+
+def _exp_times_mask(scores, mask):
+    s, m = _np(scores, np.float64), _np(mask, bool)
+    with np.errstate(all="ignore"):
+        e = np.exp(s) * m
+        return e / e.sum(axis=-1, keepdims=True)
+
+
 def _inverted_guarded(scores, mask):
     return _masked_softmax_reference(scores, ~_np(mask, bool))
 
@@ -92,6 +107,8 @@ def _masked_softmax_cases():
         Case(args=(rng.standard_normal((2, 4, 4)), decoder),
              label="causal & padding, lengths 3 and 0 (an empty sequence)"),
         Case(args=(np.array([[0.5]]), np.array([[False]])), label="one query, one blocked key"),
+        Case(args=(np.array([[1000.0, 999.0, 0.0]]), np.array([[True, True, False]])),
+             label="large allowed scores (1000 and 999)"),
     ]
 
 
@@ -139,6 +156,11 @@ register(Exercise(
                 "silently reads the padding. Use −∞ (exp gives an exact 0) and give an empty row zeros.",
                 fn=_fill(-1e9),
                 variants=(_fill(np.finfo(np.float64).min), _fill(-1e4))),
+        Mistake("no_max_subtraction", "The row maximum is not subtracted before exp",
+                "Blocking with −∞ is right, but exp(1000) overflows to inf and inf / inf is NaN. Subtract "
+                "each row's largest allowed score before exp (it cancels in the ratio, chapter 2's stable "
+                "softmax), and keep the empty-row case at zeros.",
+                fn=_no_max_subtraction, variants=(_exp_times_mask,)),
         Mistake("true_means_blocked", "The mask is read the wrong way round (True = blocked)",
                 "You blocked the keys where the mask is True. Here, as in PyTorch's "
                 "scaled_dot_product_attention, True means 'may attend' (only nn.MultiheadAttention "
