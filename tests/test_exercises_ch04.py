@@ -72,6 +72,18 @@ def t(a):
     return torch.as_tensor(np.asarray(a))
 
 
+def ms_global_max_loops(scores, mask):  # one maximum over every allowed score of the array
+    s, m = np.broadcast_arrays(np.asarray(scores, float), np.asarray(mask, bool))
+    allowed = [v for v, ok in zip(s.ravel(), m.ravel()) if ok]
+    top = max(allowed, default=0.0)
+    out = np.zeros(s.shape)
+    for idx in np.ndindex(*s.shape[:-1]):
+        e = [np.exp(v - top) if ok else 0.0 for v, ok in zip(s[idx], m[idx])]
+        total = sum(e)
+        out[idx] = [x / total if total > 0 else 0.0 for x in e]
+    return out
+
+
 @pytest.mark.parametrize("fn,key", [
     (lambda s, m: torch.softmax(t(s), -1) * t(m), "mask_after_softmax"),
     (lambda s, m: (lambda w: w / w.sum(-1, keepdim=True))(torch.softmax(t(s), -1) * t(m)),
@@ -85,7 +97,13 @@ def t(a):
     (lambda s, m: ms_torch_nan_to_num(t(s).expand(torch.broadcast_shapes(t(s).shape, t(m).shape)).mT,
                                       t(m).expand(torch.broadcast_shapes(t(s).shape, t(m).shape)).mT).mT,
      "softmax_over_queries"),
-], ids=["after", "renorm", "inf", "1e9", "finfo_min", "inverted", "times_mask", "exp_overflow", "axis"])
+    (lambda s, m: (lambda w: w / torch.clamp(w.sum(-1, keepdim=True), min=1e-12))(torch.softmax(t(s), -1) * t(m)),
+     "max_includes_blocked"),
+    (lambda s, m: (lambda e: e / torch.where(e.sum(-1, keepdim=True) > 0, e.sum(-1, keepdim=True), 1.0))(
+        torch.exp(t(s) - t(s).amax(-1, keepdim=True)) * t(m)), "max_includes_blocked"),
+    (lambda s, m: ms_global_max_loops(s, m), "global_max"),
+], ids=["after", "renorm", "inf", "1e9", "finfo_min", "inverted", "times_mask", "exp_overflow", "axis",
+        "renorm_clamped", "max_over_all_keys", "global_max"])
 def test_masked_softmax_mistakes_written_in_torch_are_named(fn, key):
     res = check("masked_softmax", fn)
     assert res.mistake == key, res.message
@@ -96,6 +114,15 @@ def test_masked_softmax_messages_name_the_fix():
     assert "before the softmax" in ex.mistake("mask_after_softmax").message
     assert "zeros" in ex.mistake("minus_inf_without_guard").message
     assert "uniform" in ex.mistake("finite_fill").message
+    assert "allowed scores only" in ex.mistake("max_includes_blocked").message
+    assert "0 × ∞" in ex.hint  # an all-NaN answer (multiplying -inf by the mask) is told where to look
+    assert "own" in ex.mistake("global_max").message
+
+
+def test_masked_softmax_cases_separate_row_max_from_global_max():
+    """A case whose rows differ in size by ~1000: only a per-row maximum keeps both rows."""
+    ex = EXERCISES["masked_softmax"]
+    assert any(np.ptp(np.asarray(c.args[0], float).max(-1)) > 500 for c in ex.all_cases())
 
 
 def test_masked_softmax_hint_does_not_hand_over_the_code():
@@ -160,7 +187,10 @@ def test_packed_equivalent_answers_pass(fn):
     (lambda d: torch.ones(np.shape(d)[-1], np.shape(d)[-1], dtype=torch.bool).tril()
      & (torch.as_tensor(d).unsqueeze(-1) == torch.as_tensor(d).unsqueeze(-2)), "padding_is_a_document"),
     (lambda d: ~packed_torch(d), "true_means_blocked"),
-], ids=["leak", "no_causal", "pad_doc", "inverted"])
+    (lambda d: torch.ones(np.shape(d)[-1], np.shape(d)[-1], dtype=torch.bool).tril().expand(
+        *np.shape(d)[:-1], np.shape(d)[-1], np.shape(d)[-1]), "causal_only"),
+    (lambda d: packed_torch(d) & ~torch.eye(np.shape(d)[-1], dtype=torch.bool), "diagonal_blocked"),
+], ids=["leak", "no_causal", "pad_doc", "inverted", "causal_only", "strict_j_lt_i"])
 def test_packed_mistakes_written_in_torch_are_named(fn, key):
     res = check("packed_causal_mask", fn)
     assert res.mistake == key, res.message

@@ -128,6 +128,29 @@ def mha_loop_mask_inverted(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
     return mha_loop_over_heads(x, w_q, w_k, w_v, w_o, num_heads, None if mask is None else ~mask)
 
 
+def _loop_heads(x, w_q, w_k, w_v, w_o, num_heads, mask, *, transpose=False, add_mask=False):
+    d_head = x.shape[-1] // num_heads
+    heads = []
+    for i in range(num_heads):
+        c = slice(i * d_head, (i + 1) * d_head)
+        q, k, v = x @ w_q[:, c], x @ w_k[:, c], x @ w_v[:, c]
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(d_head)
+        if mask is not None:
+            s = s + mask if add_mask else np.where(mask, s, -np.inf)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        w = e / e.sum(-1, keepdims=True)
+        heads.append((np.swapaxes(w, -1, -2) if transpose else w) @ v)
+    return np.concatenate(heads, axis=-1) @ w_o
+
+
+def mha_loop_weights_transposed(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    return _loop_heads(x, w_q, w_k, w_v, w_o, num_heads, mask, transpose=True)
+
+
+def mha_loop_bool_mask_added(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    return _loop_heads(x, w_q, w_k, w_v, w_o, num_heads, mask, add_mask=True)
+
+
 @pytest.mark.parametrize("name,fn,key", [
     ("split_heads", lambda x, h: torch.as_tensor(x).view(*x.shape[:-2], h, x.shape[-2], -1),
      "reshape_without_transpose"),
@@ -143,6 +166,11 @@ def mha_loop_mask_inverted(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
     ("head_scores", lambda x, wq, wk, h: scores_torch(x, wq, wk, h) * (x.shape[-1] // h) ** 0.5, "no_scale"),
     ("head_scores", lambda x, wq, wk, h: scores_torch(x, wq, wk, h) * (x.shape[-1] // h) ** 0.5 / h ** 0.5,
      "scale_by_num_heads"),
+    ("head_scores", lambda x, wq, wk, h: scores_torch(x, wq, wk, h).mT, "scores_transposed"),
+    ("head_scores", lambda x, wq, wk, h: torch.softmax(scores_torch(x, wq, wk, h), -1), "returned_weights"),
+    ("split_heads", lambda x, h: np.stack(np.split(x, h, axis=-1), axis=0), "hardcoded_axes"),
+    ("multi_head_attention", mha_loop_weights_transposed, "weights_transposed"),
+    ("multi_head_attention", mha_loop_bool_mask_added, "bool_mask_added"),
 ])
 def test_independently_written_mistakes_are_recognised(name, fn, key):
     res = check(name, fn)

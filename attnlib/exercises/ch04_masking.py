@@ -81,6 +81,26 @@ def _exp_times_mask(scores, mask):
         return e / e.sum(axis=-1, keepdims=True)
 
 
+def _renormalise_after_guarded(scores, mask):  # also: exp(s - max over ALL keys) * mask, normalised
+    w = _mask_after(scores, mask)
+    total = w.sum(axis=-1, keepdims=True)
+    return w / np.where(total > 0, total, 1.0)  # guarded, but the allowed weights already underflowed
+
+
+def _renormalise_after_eps(scores, mask):
+    w = _mask_after(scores, mask)
+    return w / (w.sum(axis=-1, keepdims=True) + 1e-9)
+
+
+def _global_max(scores, mask):  # one maximum for the whole array instead of one per row
+    s, m = np.broadcast_arrays(_np(scores, np.float64), _np(mask, bool))
+    blocked = np.where(m, s, -np.inf)
+    top = blocked.max() if m.any() else 0.0
+    e = np.exp(blocked - top)
+    total = e.sum(axis=-1, keepdims=True)
+    return e / np.where(total > 0, total, 1.0)
+
+
 def _inverted_guarded(scores, mask):
     return _masked_softmax_reference(scores, ~_np(mask, bool))
 
@@ -107,8 +127,9 @@ def _masked_softmax_cases():
         Case(args=(rng.standard_normal((2, 4, 4)), decoder),
              label="causal & padding, lengths 3 and 0 (an empty sequence)"),
         Case(args=(np.array([[0.5]]), np.array([[False]])), label="one query, one blocked key"),
-        Case(args=(np.array([[1000.0, 999.0, 0.0]]), np.array([[True, True, False]])),
-             label="large allowed scores (1000 and 999)"),
+        Case(args=(np.array([[1000.0, 999.0, 0.0], [-1.0, 0.0, 1.0]]),
+                   np.array([[True, True, False], [True, True, True]])),
+             label="large allowed scores (1000 and 999) in row 0, small ones in row 1"),
     ]
 
 
@@ -149,6 +170,19 @@ register(Exercise(
                 "spreads to every later layer). Treat that row separately: its weights must be all "
                 "zeros, e.g. replace a −∞ row maximum by 0 and divide by 1 where the row sum is 0.",
                 fn=_fill(-np.inf)),
+        Mistake("max_includes_blocked", "The row maximum includes the blocked keys",
+                "Your weights are right except where a blocked score dwarfs the allowed ones: you "
+                "subtracted the maximum over all keys (or took the full softmax and renormalised after "
+                "masking), so beside a blocked score of 800 every allowed exp underflows to 0 and the row "
+                "comes out as zeros instead of [1, 0]. Block the keys first, then take the maximum over "
+                "the allowed scores only.",
+                fn=_renormalise_after_guarded, variants=(_renormalise_after_eps,)),
+        Mistake("global_max", "One maximum for the whole array instead of one per row",
+                "Subtracting a constant cancels only inside a row. You subtracted the largest score of "
+                "the whole array, so a row whose scores are far below another row's maximum (row 1 "
+                "beside a score of 1000) underflows to exp = 0 everywhere. Subtract each row's own "
+                "largest allowed score (keepdims=True on the last axis).",
+                fn=_global_max),
         Mistake("finite_fill", "A finite fill (−1e9 or finfo.min) instead of −∞",
                 "A finite stand-in such as −1e9 removes blocked keys only while some key of the row is "
                 "allowed. In a row where every key is blocked all scores are equal, so the softmax "
@@ -179,7 +213,8 @@ register(Exercise(
     ],
     hint="Ask what score a blocked key must have so that its exponential is exactly 0, and apply that "
          "before the softmax. Then trace your code on a row in which every key is blocked: what is its "
-         "maximum, what does exp give, what do you divide by? The answer for that row should be zeros.",
+         "maximum, what does exp give, what do you divide by? The answer for that row should be zeros. "
+         "If every entry comes out NaN, look for a 0 × ∞: −∞ multiplied by a mask of zeros and ones.",
 ))
 
 
@@ -206,6 +241,12 @@ def _packed_wrong(doc_ids, *, causal_on=True, docs_on=True, pad_on=True, op="and
     r = real_key if pad_on else np.ones_like(real_key)
     out = ((c | s) & r) if op == "or" else (c & s & r)
     return np.broadcast_to(out, same.shape).copy()
+
+
+def _packed_strict(doc_ids):  # j < i: the diagonal blocked
+    causal, same, real_key = _packed_parts(doc_ids)
+    n = causal.shape[-1]
+    return np.broadcast_to(causal & ~np.eye(n, dtype=bool) & same & real_key, same.shape).copy()
 
 
 def _packed_cases():
@@ -257,6 +298,16 @@ register(Exercise(
                 "test suffices, so tokens see the future of their document and the whole past of the "
                 "row. Combine bool masks with &.",
                 fn=lambda d: _packed_wrong(d, op="or")),
+        Mistake("causal_only", "Only the causal rule",
+                "Your mask is the plain causal mask of the whole row: every token reads the earlier "
+                "documents packed before it, and the padding. Each document must be attended as if it "
+                "were alone: a key must also belong to the query's document, and must not be padding.",
+                fn=lambda d: _packed_wrong(d, docs_on=False, pad_on=False)),
+        Mistake("diagonal_blocked", "A token may not attend to itself (j < i)",
+                "The causal rule is j <= i, not j < i: position i's output is computed from tokens "
+                "0..i, itself included. With j < i the first token of every document has nothing to "
+                "attend to, and every other token ignores its own value. Keep the diagonal.",
+                fn=_packed_strict),
         Mistake("true_means_blocked", "True means blocked",
                 "Your mask is exactly inverted: True where attention is NOT allowed (the "
                 "nn.MultiheadAttention convention). Here True = may attend, as in PyTorch's "

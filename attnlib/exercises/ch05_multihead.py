@@ -42,6 +42,12 @@ def _split_hardcoded_axes(x, num_heads):
     return np.swapaxes(x, 0, 1)  # right only without batch axes
 
 
+def _split_heads_first(x, num_heads):
+    *batch, n, d_model = x.shape
+    x = x.reshape(*batch, n, num_heads, d_model // num_heads)  # (..., n, h, d_head)
+    return np.moveaxis(x, -2, 0)  # (h, ..., n, d_head): e.g. np.stack(np.split(x, h, -1), axis=0)
+
+
 def _split_no_transpose(x, num_heads):
     *batch, n, d_model = x.shape
     return x.reshape(*batch, n, num_heads, d_model // num_heads)  # (..., n, h, d_head)
@@ -89,11 +95,12 @@ register(Exercise(
                 "be the second-to-last: swap axes -2 and -3 to get (..., h, n, d_head).",
                 fn=_split_no_transpose),
         Mistake("hardcoded_axes", "Axes counted from the front (breaks with a batch axis)",
-                "Your split is right for a single (n, d_model) sequence, but you swapped axes 0 and 1 "
-                "(e.g. x.transpose(1, 0, 2)), which for a batched (B, n, d_model) input swaps the batch "
-                "and token axes instead. Count from the end: swap axes -2 and -3 "
-                "(np.swapaxes(x, -2, -3)), so any number of leading batch axes works.",
-                fn=_split_hardcoded_axes),
+                "Your split is right for a single (n, d_model) sequence, but you counted the axes from "
+                "the front: swapping axes 0 and 1 (e.g. x.transpose(1, 0, 2)) swaps the batch and token "
+                "axes of a batched (B, n, d_model) input, and stacking the heads on axis 0 puts them in "
+                "front of the batch axis. Count from the end: the heads go to axis -3, in front of the "
+                "tokens, so any number of leading batch axes works.",
+                fn=_split_hardcoded_axes, variants=(_split_heads_first,)),
     ],
     hint="Picture each token's row of d_model numbers as num_heads pieces side by side. First cut every "
          "row into its pieces while the token axis stays where it is; then bring the head axis in front "
@@ -110,7 +117,8 @@ def _softmax(s, axis=-1):
 
 
 def _mha(x, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=_split_reference, merge="transpose",
-         scale="head", use_w_o=True, axis=-1, use_mask=True, invert_mask=False, mask_after=False):
+         scale="head", use_w_o=True, axis=-1, use_mask=True, invert_mask=False, mask_after=False,
+         add_mask=False, transpose_weights=False):
     """Multi-head self-attention and, through the keywords, each catalogued mistake."""
     *batch, n, d_model = x.shape
     h, d_head = num_heads, d_model // num_heads
@@ -126,12 +134,16 @@ def _mha(x, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=_split_reference,
     if mask is not None and use_mask:
         allowed = np.asarray(mask, dtype=bool)
         allowed = ~allowed if invert_mask else allowed
-        if not mask_after:
+        if add_mask:
+            scores = scores + allowed              # the mistake: True counts as +1, nothing is blocked
+        elif not mask_after:
             scores = np.where(allowed, scores, -np.inf)  # (n, n) broadcasts over batch and heads
     with np.errstate(invalid="ignore"):    # an inverted mask can block a whole row: NaN
         weights = _softmax(scores, axis=axis)  # (..., h, n, n)
     if mask_after and allowed is not None:
         weights = weights * allowed        # the mistake: zeroed after the softmax
+    if transpose_weights:
+        weights = np.swapaxes(weights, -1, -2)  # the mistake: weights.T @ v (fits only because L = S)
     out = weights @ v                      # (..., h, n, n) @ (..., h, n, d_head) -> (..., h, n, d_head)
     if merge == "transpose":
         out = np.swapaxes(out, -2, -3)     # (..., n, h, d_head)
@@ -220,6 +232,17 @@ register(Exercise(
                 "is True and set it to -inf where it is False, np.where(mask, scores, -np.inf). "
                 "(nn.MultiheadAttention is the API where True means blocked.)",
                 fn=lambda *a, **kw: _mha(*a, **kw, invert_mask=True)),
+        Mistake("weights_transposed", "The values are multiplied by the transposed weights",
+                "You computed weights.T @ v (or swapped the axes of the weights). Output row i must "
+                "be Σ_j w_ij v_j, the weights of query i over the keys j: weights @ v. The transpose "
+                "only has the right shape because self-attention has as many keys as queries.",
+                fn=lambda *a, **kw: _mha(*a, **kw, transpose_weights=True)),
+        Mistake("bool_mask_added", "The bool mask is added to the scores",
+                "You added the bool mask to the scores: True counts as +1 and False as 0, so nothing "
+                "is blocked; the allowed scores are merely raised by 1. A bool mask selects: keep the "
+                "score where the mask is True and put −∞ where it is False (an additive mask would "
+                "hold 0 and −∞, not 1 and 0).",
+                fn=lambda *a, **kw: _mha(*a, **kw, add_mask=True)),
         Mistake("mask_after_softmax", "The mask is applied after the softmax",
                 "You zeroed the blocked weights after the softmax, so each row of weights sums to less "
                 "than 1 and the blocked keys still sit in the softmax's normaliser (a future token "
@@ -237,7 +260,8 @@ register(Exercise(
 
 # --------------------------------------------------------------------------- head_scores
 
-def _head_scores(x, w_q, w_k, num_heads, *, scale="sqrt_head", split=_split_reference):
+def _head_scores(x, w_q, w_k, num_heads, *, scale="sqrt_head", split=_split_reference, transpose=False,
+                 softmax=False):
     """Every head's scaled scores and, through the keywords, each catalogued mistake."""
     d_model = x.shape[-1]
     d_head = d_model // num_heads
@@ -246,7 +270,10 @@ def _head_scores(x, w_q, w_k, num_heads, *, scale="sqrt_head", split=_split_refe
     scores = q @ np.swapaxes(k, -1, -2)      # (..., h, n, d_head) @ (..., h, d_head, n) -> (..., h, n, n)
     divisor = {"sqrt_head": np.sqrt(d_head), "sqrt_model": np.sqrt(d_model), "none": 1.0,
                "head": d_head, "sqrt_heads": np.sqrt(num_heads)}[scale]
-    return scores / divisor
+    scores = scores / divisor
+    if transpose:                            # the mistake: k @ qᵀ, keys along the rows
+        scores = np.swapaxes(scores, -1, -2)
+    return _softmax(scores) if softmax else scores
 
 
 def _head_scores_reference(x, w_q, w_k, num_heads):
@@ -313,6 +340,15 @@ register(Exercise(
                 "[i, j] no longer compares token i with token j. Reshape to (..., n, h, d_head), then "
                 "swap axes -2 and -3.",
                 fn=lambda *a: _head_scores(*a, split=_split_reshape_only)),
+        Mistake("scores_transposed", "The scores are transposed (keys along the rows)",
+                "Score [i, j] compares query i with key j: q @ kᵀ, queries along the rows and keys "
+                "along the columns. You computed k @ qᵀ, its transpose, so the softmax over the last "
+                "axis would normalise over the queries instead of the keys.",
+                fn=lambda *a: _head_scores(*a, transpose=True)),
+        Mistake("returned_weights", "The softmax is already applied",
+                "You returned the attention weights. This function stops one step earlier: return the "
+                "scaled scores themselves; the softmax comes next in attention, not here.",
+                fn=lambda *a: _head_scores(*a, softmax=True)),
     ],
     hint="Chapter 3 found the variance of a dot product of unit-variance components: what is it for the "
          "dot products inside one head here, and which divisor brings it back to 1?",
