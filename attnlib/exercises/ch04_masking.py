@@ -265,11 +265,13 @@ register(Exercise(
     chapter="04_masking",
     prompt="Several documents are packed into one row of tokens; doc_ids[..., p] is the document of "
            "token p (-1 = padding). Return the (..., n, n) bool mask, True where query i may attend to "
-           "key j: j is not in i's future, belongs to the same document, and is not padding.",
+           "key j, so that each document is attended as if it were alone in a causal decoder and no "
+           "query attends to padding.",
     stub='''def packed_causal_mask(doc_ids):
     """doc_ids: (..., n) ints, the document of each token; -1 marks padding.
-    Return a (..., n, n) bool array, True where query i may attend to key j:
-    j <= i, token j is in the same document as token i, and j is not padding."""
+    Return a (..., n, n) bool array, True where query i may attend to key j,
+    such that every document is attended exactly as if it were alone in a
+    causal decoder, and no query attends to padding."""
     # YOUR CODE HERE
     raise NotImplementedError
 ''',
