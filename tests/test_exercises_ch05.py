@@ -143,6 +143,28 @@ def _loop_heads(x, w_q, w_k, w_v, w_o, num_heads, mask, *, transpose=False, add_
     return np.concatenate(heads, axis=-1) @ w_o
 
 
+def mha_loop_zero_fill(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    d_head = x.shape[-1] // num_heads
+    heads = []
+    for i in range(num_heads):
+        c = slice(i * d_head, (i + 1) * d_head)
+        s = (x @ w_q[:, c]) @ np.swapaxes(x @ w_k[:, c], -1, -2) / np.sqrt(d_head)
+        if mask is not None:
+            s = s * mask                       # blocked scores become 0, not -inf
+        heads.append(torch.softmax(torch.as_tensor(s), -1).numpy() @ (x @ w_v[:, c]))
+    return np.concatenate(heads, axis=-1) @ w_o
+
+
+def mha_torch_renormalised_after(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    xt = torch.as_tensor(x)
+    q, k, v = (split_torch(xt @ torch.as_tensor(w), num_heads) for w in (w_q, w_k, w_v))
+    w = torch.softmax(q @ k.mT / (x.shape[-1] // num_heads) ** 0.5, -1)
+    if mask is not None:
+        w = w * torch.as_tensor(mask)
+        w = w / w.sum(-1, keepdim=True)        # 0 / 0 where every allowed weight underflowed
+    return (w @ v).transpose(-2, -3).flatten(-2) @ torch.as_tensor(w_o)
+
+
 def mha_loop_weights_transposed(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
     return _loop_heads(x, w_q, w_k, w_v, w_o, num_heads, mask, transpose=True)
 
@@ -171,6 +193,8 @@ def mha_loop_bool_mask_added(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
     ("split_heads", lambda x, h: np.stack(np.split(x, h, axis=-1), axis=0), "hardcoded_axes"),
     ("multi_head_attention", mha_loop_weights_transposed, "weights_transposed"),
     ("multi_head_attention", mha_loop_bool_mask_added, "bool_mask_added"),
+    ("multi_head_attention", mha_loop_zero_fill, "mask_zero_fill"),
+    ("multi_head_attention", mha_torch_renormalised_after, "renormalised_after_softmax"),
 ])
 def test_independently_written_mistakes_are_recognised(name, fn, key):
     res = check(name, fn)

@@ -135,3 +135,13 @@ def test_a_mask_that_does_not_broadcast_is_refused_with_both_shapes():
 def test_mixed_libraries_are_refused():
     with pytest.raises(TypeError, match="NumPy|numpy"):
         al.masked_softmax(torch.zeros(2, 3), np.ones((2, 3), dtype=bool))
+
+
+def test_large_allowed_scores_and_rows_of_different_size_stay_finite():
+    """Each row subtracts its own largest allowed score: exp never overflows, and a row of
+    small scores beside a row of huge ones keeps its weights (no global maximum)."""
+    scores = np.array([[1000.0, 999.0, 0.0], [-1.0, 0.0, 1.0]])
+    mask = np.array([[True, True, False], [True, True, True]])
+    out = al.masked_softmax(scores, mask)
+    np.testing.assert_allclose(out, sdpa_weights(scores, mask), rtol=1e-12, atol=1e-15)
+    assert np.isfinite(out).all() and out[1].min() > 0.05

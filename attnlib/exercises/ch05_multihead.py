@@ -118,7 +118,7 @@ def _softmax(s, axis=-1):
 
 def _mha(x, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=_split_reference, merge="transpose",
          scale="head", use_w_o=True, axis=-1, use_mask=True, invert_mask=False, mask_after=False,
-         add_mask=False, transpose_weights=False):
+         add_mask=False, transpose_weights=False, zero_fill=False, renormalise=False):
     """Multi-head self-attention and, through the keywords, each catalogued mistake."""
     *batch, n, d_model = x.shape
     h, d_head = num_heads, d_model // num_heads
@@ -136,12 +136,17 @@ def _mha(x, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=_split_reference,
         allowed = ~allowed if invert_mask else allowed
         if add_mask:
             scores = scores + allowed              # the mistake: True counts as +1, nothing is blocked
+        elif zero_fill:
+            scores = np.where(allowed, scores, 0.0)  # the mistake: e^0 = 1, nothing is blocked
         elif not mask_after:
             scores = np.where(allowed, scores, -np.inf)  # (n, n) broadcasts over batch and heads
     with np.errstate(invalid="ignore"):    # an inverted mask can block a whole row: NaN
         weights = _softmax(scores, axis=axis)  # (..., h, n, n)
     if mask_after and allowed is not None:
         weights = weights * allowed        # the mistake: zeroed after the softmax
+        if renormalise:                    # ... and divided by the row sum: 0 / 0 when it underflowed
+            with np.errstate(invalid="ignore"):
+                weights = weights / weights.sum(axis=-1, keepdims=True)
     if transpose_weights:
         weights = np.swapaxes(weights, -1, -2)  # the mistake: weights.T @ v (fits only because L = S)
     out = weights @ v                      # (..., h, n, n) @ (..., h, n, d_head) -> (..., h, n, d_head)
@@ -164,6 +169,11 @@ def _mha_cases():
     causal5 = np.tril(np.ones((5, 5), dtype=bool))
     band = np.abs(np.arange(7)[:, None] - np.arange(7)[None, :]) <= 2  # every row has a True
     band[:, 6] = False  # the last key is padding
+    # token 0 may see only itself (score 30 * 30 / sqrt(2) = 636) but token 3's key scores
+    # 30 * 100 / sqrt(2) = 2121 against it: a softmax before the mask underflows row 0 to 0
+    far_future = np.zeros((4, 4))
+    far_future[:, 0] = [30.0, 1.0, -2.0, 100.0]
+    far_future[:, 2] = [0.5, -1.0, 2.0, 0.0]
     return [
         Case(args=(rng.standard_normal((5, 8)), *weights(8), 2), label="n = 5, d_model = 8, 2 heads"),
         Case(args=(rng.standard_normal((2, 6, 12)), *weights(12), 3), label="batched, 3 heads"),
@@ -173,6 +183,8 @@ def _mha_cases():
              label="causal mask, 3 heads"),
         Case(args=(rng.standard_normal((2, 7, 8)), *weights(8), 2), kwargs={"mask": band},
              label="band mask with a padded key, batched"),
+        Case(args=(far_future, *(np.eye(4),) * 4, 2), kwargs={"mask": np.tril(np.ones((4, 4), dtype=bool))},
+             label="causal mask, a future token with a very large score"),
     ]
 
 
@@ -243,6 +255,18 @@ register(Exercise(
                 "score where the mask is True and put −∞ where it is False (an additive mask would "
                 "hold 0 and −∞, not 1 and 0).",
                 fn=lambda *a, **kw: _mha(*a, **kw, add_mask=True)),
+        Mistake("mask_zero_fill", "Blocked scores set to 0",
+                "A score of 0 does not block a key: e^0 = 1, so a blocked key still gets as much weight "
+                "as an allowed key with score 0. Give the blocked scores −∞ before the softmax, so that "
+                "their exponential is exactly 0 (chapter 4).",
+                fn=lambda *a, **kw: _mha(*a, **kw, zero_fill=True)),
+        Mistake("renormalised_after_softmax", "Masked after the softmax, then renormalised",
+                "Zeroing the blocked weights and dividing by the row sum repairs the algebra but not the "
+                "numerics: the softmax subtracted the row maximum, which can belong to a blocked key. "
+                "Beside a blocked score far above the allowed ones every allowed weight underflows to 0 "
+                "and the row becomes 0 / 0 = NaN. Put −∞ into the blocked scores before the softmax "
+                "(chapter 4).",
+                fn=lambda *a, **kw: _mha(*a, **kw, mask_after=True, renormalise=True)),
         Mistake("mask_after_softmax", "The mask is applied after the softmax",
                 "You zeroed the blocked weights after the softmax, so each row of weights sums to less "
                 "than 1 and the blocked keys still sit in the softmax's normaliser (a future token "
