@@ -25,11 +25,11 @@ from .masks import causal_mask, padding_mask
 from .multihead import multi_head_attention
 from .performer import performer_feature_map, random_feature_attention, random_projection
 from .ring import ring_attention_distributed, ring_attention_simulated, ring_schedule, shard_bounds, shard_parts
-from .softmax import softmax
+from .softmax import masked_softmax, softmax
 from .sparse import sliding_window_attention, sliding_window_mask, sliding_window_pairs
 
 __all__ = [
-    "softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
+    "softmax", "masked_softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
     "multi_head_attention", "default_device", "to_device",
     "flash_attention", "online_softmax_merge", "attention_state",
     "sliding_window_attention", "sliding_window_mask", "sliding_window_pairs",

@@ -13,7 +13,7 @@ import numpy as np
 
 from ._array import check_float, compute_dtype, fmt_shape, namespace
 
-__all__ = ["softmax"]
+__all__ = ["softmax", "masked_softmax"]
 
 
 def softmax(x, axis=-1):
@@ -62,3 +62,57 @@ def softmax(x, axis=-1):
     total = xp.sum(e, axis=axis, keepdims=True)
     out = e / xp.where(total == 0, 1.0, total)  # an all -inf row: 0 / 1 = 0
     return xp.astype(out, dtype, copy=False)
+
+
+def masked_softmax(scores, mask):
+    r"""Softmax over the keys of the allowed scores only; blocked keys get weight 0.
+
+    ``weights = softmax(where(mask, scores, -inf))`` along the last axis: the mask is
+    applied to the scores *before* the softmax, so each row is normalised over its allowed
+    keys only and sums to 1. A row in which no key is allowed gives all zeros (never NaN,
+    and never the uniform average that a finite fill such as ``-1e9`` produces). A blocked
+    score takes no part at all: even a NaN or ``+inf`` there changes nothing.
+
+    Args:
+        scores: ``(..., L, S)``, a floating NumPy array or torch tensor. 16-bit floats are
+            computed in float32 and returned in their own dtype.
+        mask: a bool array of the same library, broadcastable to ``scores``: **True = may
+            attend** (the convention of ``torch.nn.functional.scaled_dot_product_attention``).
+
+    Returns:
+        the weights, ``scores``' shape broadcast with ``mask``'s, dtype and device of
+        ``scores``.
+
+    Example::
+
+        >>> al.masked_softmax(np.zeros((2, 3)), np.array([[True, True, False],
+        ...                                              [False, False, False]]))
+        array([[0.5, 0.5, 0. ],
+               [0. , 0. , 0. ]])
+    """
+    if isinstance(scores, (list, tuple)):
+        scores = np.asarray(scores, dtype=np.float64)
+    if isinstance(mask, (list, tuple)):
+        mask = np.asarray(mask, dtype=bool)
+    xp = namespace(scores=scores, mask=mask)
+    check_float(xp, "scores", scores)
+    if mask.dtype != xp.bool:
+        raise TypeError(f"mask must be a bool array (True = may attend), got dtype {mask.dtype}; "
+                        "a float mask is added to the scores instead: softmax(scores + mask)")
+    if scores.ndim < 1:
+        raise ValueError("scores must have at least one axis (the keys), got a single number")
+    try:
+        shape = np.broadcast_shapes(tuple(scores.shape), tuple(mask.shape))
+    except ValueError:
+        raise ValueError(f"mask has shape {fmt_shape(mask.shape)} but the scores are "
+                         f"{fmt_shape(scores.shape)}: the mask must broadcast to the scores "
+                         "(e.g. (L, S) for every batch entry)") from None
+    if len(shape) and shape[-1] == 0:
+        return xp.zeros(shape, dtype=scores.dtype, **_device_kw(scores))
+    blocked = xp.asarray(-xp.inf, dtype=scores.dtype, **_device_kw(scores))
+    return softmax(xp.where(mask, scores, blocked), axis=-1)  # all -inf row -> zeros
+
+
+def _device_kw(x) -> dict:
+    """``{"device": x.device}`` for torch tensors, ``{}`` for NumPy arrays."""
+    return {} if isinstance(x, np.ndarray) else {"device": x.device}

@@ -200,3 +200,52 @@ def test_torch_encoder_layer_loader_equals_an_independent_loader(norm_first):
     torch.testing.assert_close(a, b, rtol=0, atol=0)
     np.testing.assert_allclose(a.numpy(), transformer_block(x.numpy(), p, norm_first=norm_first),
                                rtol=1e-9, atol=1e-10)
+
+
+def test_one_head_loader_with_identity_w_o_is_plain_attention():
+    """Chapter 4 uses nn.MultiheadAttention(num_heads=1, W_O = I) as single-head attention."""
+    rng = np.random.default_rng(4)
+    n, d = 5, 8
+    w_q, w_k, w_v = (rng.standard_normal((d, d)) / np.sqrt(d) for _ in range(3))
+    x = rng.standard_normal((2, n, d))
+    allowed = al.causal_mask(n) & al.padding_mask(np.array([5, 3]), n)
+    ours = al.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, allowed)
+    mha = torch_multihead_attention(w_q, w_k, w_v, np.eye(d), num_heads=1)
+    with torch.no_grad():
+        xt = torch.as_tensor(x)  # a 3-D mask is (N * num_heads, L, S) = (2, n, n) here
+        theirs, _ = mha(xt, xt, xt, attn_mask=~torch.as_tensor(allowed))
+    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_attention_on_one_token_is_linear_and_the_ffn_is_not():
+    """Chapter 5's reason for the FFN: with one token, attention is x @ W_V @ W_O."""
+    p = init_block_params(16, 4, seed=3)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 1, 16))
+    attn = lambda t: self_attention(t, p)  # noqa: E731
+    ffn = lambda t: feed_forward(t, p.w1, p.b1, p.w2, p.b2)  # noqa: E731
+    np.testing.assert_allclose(attn(a + b), attn(a) + attn(b), atol=1e-12)
+    np.testing.assert_allclose(attn(a), a @ p.w_v @ p.w_o, atol=1e-12)
+    assert np.abs(ffn(a + b) - ffn(a) - ffn(b)).max() > 0.1
+
+
+def test_post_ln_gradients_grow_toward_the_output_at_initialisation():
+    """Chapter 5's measurement: per-block gradient norms of a 12-block stack at init."""
+    d, n, depth = 16, 6, 12
+    rng = np.random.default_rng(0)
+    x = torch.as_tensor(rng.standard_normal((4, n, d)))
+    target = torch.as_tensor(rng.standard_normal((4, n, d)))
+    norms = {}
+    for norm_first in (False, True):
+        layers = [torch_encoder_layer(init_block_params(d, 4, seed=s), norm_first=norm_first)
+                  for s in range(depth)]
+        out = x
+        for layer in layers:
+            out = layer(out)
+        if norm_first:
+            out = torch.nn.functional.layer_norm(out, (d,))
+        ((out - target) ** 2).mean().backward()
+        norms[norm_first] = [torch.cat([q.grad.flatten() for q in layer.parameters()]).norm().item()
+                             for layer in layers]
+    post, pre = norms[False], norms[True]
+    assert post[-1] > 1.5 * post[0] and pre[-1] < pre[0] and post[-1] > 3 * pre[-1]

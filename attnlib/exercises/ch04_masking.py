@@ -1,9 +1,16 @@
-"""Exercises of chapter 04 (masking): ``causal_mask``, ``padding_mask``, ``combined_mask``.
+"""Exercises of chapter 04 (masking): ``masked_softmax`` and ``packed_causal_mask``.
 
 Every mask here is a bool array with the convention of
 ``torch.nn.functional.scaled_dot_product_attention``: **True = may attend** (the key
 takes part), False = blocked. The reference solutions are plain NumPy, independent of
-:mod:`attnlib.masks`, so the checker does not trust the code it teaches.
+:mod:`attnlib.softmax` and :mod:`attnlib.masks`, so the checker does not trust the code it
+teaches.
+
+* ``masked_softmax(scores, mask)`` needs the chapter's three ideas at once: the mask acts
+  on the scores *before* the softmax, a blocked key must get an exact zero, and a row with
+  nothing to attend to must give zeros (not NaN, not a uniform average).
+* ``packed_causal_mask(doc_ids)`` combines three rules into one table (causal, same
+  document, not padding), the way training on packed sequences needs it.
 """
 from __future__ import annotations
 
@@ -14,202 +21,308 @@ from ._core import Case, Exercise, Mistake, register
 __all__ = []  # exercises register themselves; nothing to import from here
 
 
-def _lengths(lengths) -> np.ndarray:
-    """Learner-friendly: accept a list, a NumPy array or a torch tensor of lengths."""
-    if hasattr(lengths, "detach"):
-        lengths = lengths.detach().cpu().numpy()
-    return np.asarray(lengths, dtype=np.int64)
+def _np(a, dtype=None) -> np.ndarray:
+    """Learner-friendly: a NumPy copy of a list, a NumPy array or a torch tensor."""
+    if hasattr(a, "detach"):
+        a = a.detach().cpu().numpy()
+    return np.asarray(a, dtype=dtype)
 
 
-# --------------------------------------------------------------------------- causal_mask
+# --------------------------------------------------------------------------- masked_softmax
 
-def _causal_reference(n):
-    i = np.arange(n)[:, None]  # query positions, (n, 1)
-    j = np.arange(n)[None, :]  # key positions,   (1, n)
-    return j <= i              # (n, n): a query sees itself and the past
-
-
-register(Exercise(
-    name="causal_mask",
-    chapter="04_masking",
-    prompt="Return the (n, n) bool causal mask: entry [i, j] is True when query i may attend to key j (j <= i).",
-    stub='''def causal_mask(n):
-    """Return an (n, n) bool array, True where query i may attend to
-    key j, i.e. j <= i."""
-    # YOUR CODE HERE
-    raise NotImplementedError
-''',
-    reference=_causal_reference,
-    cases=lambda: [Case(args=(n,), label=f"n = {n}") for n in (1, 2, 3, 5, 8)],
-    mistakes=[
-        Mistake("diagonal_masked", "The diagonal is masked out",
-                "Your mask only allows keys strictly before the query (j < i), so a token cannot see "
-                "itself and the first row is empty. A causal mask blocks the future only: use j <= i "
-                "(np.tril(np.ones((n, n), bool)), i.e. k=0, not k=-1).",
-                fn=lambda n: np.tril(np.ones((n, n), dtype=bool), k=-1)),
-        Mistake("upper_triangle", "Upper instead of lower triangle",
-                "Your mask lets each query see itself and the FUTURE (j >= i) and hides the past. Rows are "
-                "queries and columns keys, so the allowed part is the lower triangle: np.tril, not np.triu.",
-                fn=lambda n: np.triu(np.ones((n, n), dtype=bool))),
-        Mistake("true_means_blocked", "True means blocked",
-                "Your mask is True on the future (j > i): that is the 'blocked' convention of "
-                "nn.MultiheadAttention's attn_mask. This course (and PyTorch SDPA) uses True = may "
-                "attend; invert it with ~mask, or build j <= i directly.",
-                fn=lambda n: ~_causal_reference(n)),
-        Mistake("additive_float_mask", "An additive float mask instead of a bool mask",
-                "You returned 0 / -inf scores to add before the softmax. That is a valid mask in another "
-                "form, but this exercise asks for bool (True = may attend): return j <= i itself.",
-                fn=lambda n: np.where(_causal_reference(n), 0.0, -np.inf)),
-        Mistake("all_true", "Nothing is masked",
-                "Every entry is True, which is the bidirectional (encoder) pattern. A decoder must hide "
-                "the future: set entry [i, j] to j <= i.",
-                fn=lambda n: np.ones((n, n), dtype=bool)),
-    ],
-    hint="Compare np.arange(n)[:, None] (the query index i) with np.arange(n)[None, :] (the key index j).",
-    output_kind="bool",
-))
+def _stable_softmax(s):
+    """Row softmax (last axis) with the row maximum subtracted; no guard of any kind."""
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
 
 
-# --------------------------------------------------------------------------- padding_mask
+def _masked_softmax_reference(scores, mask):
+    s, m = _np(scores, np.float64), _np(mask, bool)
+    s, m = np.broadcast_arrays(s, m)
+    blocked = np.where(m, s, -np.inf)                      # (..., L, S): blocked keys -> -inf
+    top = blocked.max(axis=-1, keepdims=True)              # (..., L, 1)
+    top = np.where(np.isfinite(top), top, 0.0)             # a row with nothing allowed: 0
+    e = np.where(m, np.exp(blocked - top), 0.0)            # exp(-inf) = 0 exactly
+    total = e.sum(axis=-1, keepdims=True)                  # (..., L, 1)
+    return e / np.where(total > 0, total, 1.0)             # an empty row: 0 / 1 = 0
 
-def _padding_reference(lengths, max_len):
-    pos = np.arange(max_len)[None, :]        # (1, max_len)
-    return pos < _lengths(lengths)[:, None]  # (batch, 1) -> (batch, max_len)
+
+def _mask_after(scores, mask):  # the mask multiplies the weights
+    s, m = _np(scores, np.float64), _np(mask, bool)
+    return _stable_softmax(s) * m
 
 
-def _padding_cases():
+def _renormalise_after(scores, mask):
+    w = _mask_after(scores, mask)
+    with np.errstate(invalid="ignore"):
+        return w / w.sum(axis=-1, keepdims=True)  # 0 / 0 on an empty row
+
+
+def _fill(value, *, inverted=False):
+    def fill(scores, mask):
+        s, m = _np(scores, np.float64), _np(mask, bool)
+        with np.errstate(invalid="ignore"):
+            return _stable_softmax(np.where(~m if inverted else m, s, value))
+    return fill
+
+
+def _no_max_subtraction(scores, mask):
+    s, m = _np(scores, np.float64), _np(mask, bool)
+    with np.errstate(all="ignore"):  # exp(1000) = inf, inf / inf = NaN
+        e = np.exp(np.where(m, s, -np.inf))
+        total = e.sum(axis=-1, keepdims=True)
+        return e / np.where(total > 0, total, 1.0)
+
+
+def _exp_times_mask(scores, mask):
+    s, m = _np(scores, np.float64), _np(mask, bool)
+    with np.errstate(all="ignore"):
+        e = np.exp(s) * m
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def _renormalise_after_guarded(scores, mask):  # also: exp(s - max over ALL keys) * mask, normalised
+    w = _mask_after(scores, mask)
+    total = w.sum(axis=-1, keepdims=True)
+    return w / np.where(total > 0, total, 1.0)  # guarded, but the allowed weights already underflowed
+
+
+def _renormalise_after_eps(scores, mask):
+    w = _mask_after(scores, mask)
+    return w / (w.sum(axis=-1, keepdims=True) + 1e-9)
+
+
+def _global_max(scores, mask):  # one maximum for the whole array instead of one per row
+    s, m = np.broadcast_arrays(_np(scores, np.float64), _np(mask, bool))
+    blocked = np.where(m, s, -np.inf)
+    top = blocked.max() if m.any() else 0.0
+    e = np.exp(blocked - top)
+    total = e.sum(axis=-1, keepdims=True)
+    return e / np.where(total > 0, total, 1.0)
+
+
+def _inverted_guarded(scores, mask):
+    return _masked_softmax_reference(scores, ~_np(mask, bool))
+
+
+def _softmax_over_queries(scores, mask):
+    s, m = np.broadcast_arrays(_np(scores, np.float64), _np(mask, bool))
+    w = _masked_softmax_reference(np.swapaxes(s, -1, -2), np.swapaxes(m, -1, -2))
+    return np.swapaxes(w, -1, -2)  # each column (a key) sums to 1 instead of each row
+
+
+def _masked_softmax_cases():
+    rng = np.random.default_rng(41)
+    causal4 = np.tril(np.ones((4, 4), dtype=bool))
+    pad = np.arange(5)[None, None, :] < np.array([5, 2])[:, None, None]   # (2, 1, 5)
+    empty_row = np.ones((3, 4), dtype=bool)
+    empty_row[1] = False
+    decoder = np.tril(np.ones((4, 4), dtype=bool))[None] & (np.arange(4) < np.array([[3], [0]]))[:, None, :]
     return [
-        Case(args=(np.array([3, 1, 0, 5]), 5), label="mixed lengths incl. 0 and max_len"),
-        Case(args=(np.array([2]), 4), label="one sequence with padding"),
-        Case(args=(np.array([0, 4, 2]), 4), label="an empty sequence first"),
-        Case(args=(np.array([1]), 1), label="max_len = 1"),
-        Case(args=(np.array([6, 6]), 6), label="no padding at all"),
-        Case(args=(np.array([2, 7, 3]), 9), label="batch != max_len"),
+        Case(args=(rng.standard_normal((4, 4)), causal4), label="causal mask, 4 x 4"),
+        Case(args=(2 * rng.standard_normal((2, 3, 5)), pad), label="padding mask (2, 1, 5) broadcast over queries"),
+        Case(args=(rng.standard_normal((3, 4)), empty_row), label="row 1 may attend to nothing"),
+        Case(args=(np.array([[0.0, 800.0], [1.0, 2.0]]), np.tril(np.ones((2, 2), dtype=bool))),
+             label="a blocked score of 800 beside an allowed 0"),
+        Case(args=(rng.standard_normal((2, 4, 4)), decoder),
+             label="causal & padding, lengths 3 and 0 (an empty sequence)"),
+        Case(args=(np.array([[0.5]]), np.array([[False]])), label="one query, one blocked key"),
+        Case(args=(np.array([[1000.0, 999.0, 0.0], [-1.0, 0.0, 1.0]]),
+                   np.array([[True, True, False], [True, True, True]])),
+             label="large allowed scores (1000 and 999) in row 0, small ones in row 1"),
     ]
 
 
 register(Exercise(
-    name="padding_mask",
+    name="masked_softmax",
     chapter="04_masking",
-    prompt="Return the (batch, max_len) bool mask that is True at the real tokens: position p of "
-           "sequence b is real when p < lengths[b].",
-    stub='''def padding_mask(lengths, max_len):
-    """lengths: (batch,) ints. Return a (batch, max_len) bool array, True at the
-    real tokens: entry [b, p] is True when position p < lengths[b]."""
+    prompt="Return the attention weights softmax(scores) over the allowed keys only: mask is bool, "
+           "broadcastable to scores (..., L, S), True = may attend; blocked keys get weight 0, each "
+           "row with an allowed key sums to 1, and a row with no allowed key is all zeros.",
+    stub='''def masked_softmax(scores, mask):
+    """scores: (..., L, S) floats; mask: bool, broadcastable to scores,
+    True where query i may attend to key j.
+    Return the weights (..., L, S): blocked keys get exactly 0, every row
+    that has an allowed key sums to 1, and a row with no allowed key is
+    all zeros (no NaN)."""
     # YOUR CODE HERE
     raise NotImplementedError
 ''',
-    reference=_padding_reference,
-    cases=_padding_cases,
+    reference=_masked_softmax_reference,
+    cases=_masked_softmax_cases,
     mistakes=[
-        Mistake("off_by_one_long", "Padding is off by one (one pad token too many kept)",
-                "You used position <= length, so the first padding token counts as real and an empty "
-                "sequence gets one real token. Positions run 0 .. length-1: use position < length.",
-                fn=lambda lengths, max_len: np.arange(max_len)[None, :] <= _lengths(lengths)[:, None]),
-        Mistake("off_by_one_short", "Padding is off by one (the last real token dropped)",
-                "You used position < length - 1 (or position + 1 < length), which hides the last real "
-                "token of every sequence. A sequence of length L has real positions 0 .. L-1: use "
-                "position < length.",
-                fn=lambda lengths, max_len: np.arange(max_len)[None, :] < _lengths(lengths)[:, None] - 1),
-        Mistake("inverted", "The meaning is inverted (True = padding)",
-                "Your mask is True at the padding and False at the real tokens: that is the convention "
-                "of nn.MultiheadAttention's key_padding_mask. Here True means 'real token, may be "
-                "attended to': use position < length (or invert with ~).",
-                fn=lambda lengths, max_len: ~_padding_reference(lengths, max_len)),
-        Mistake("transposed", "The axes are swapped",
-                "Your mask has shape (max_len, batch). Put the batch first: compare "
-                "np.arange(max_len)[None, :] with lengths[:, None] to get (batch, max_len).",
-                fn=lambda lengths, max_len: _padding_reference(lengths, max_len).T),
-        Mistake("kept_broadcast_axis", "An extra axis of size 1",
-                "Your mask has shape (batch, 1, max_len), like al.padding_mask, whose middle axis "
-                "broadcasts over the queries. This exercise asks for the plain (batch, max_len) "
-                "table: drop the middle axis (compare positions[None, :] with lengths[:, None]).",
-                fn=lambda lengths, max_len: _padding_reference(lengths, max_len)[:, None, :]),
-        Mistake("max_len_ignored", "The mask is as wide as the longest sequence, not max_len",
-                "You used np.arange(max(lengths)), so when the batch is padded beyond its longest "
-                "sequence the mask has too few columns. The keys axis has max_len positions: use "
-                "np.arange(max_len).",
-                fn=lambda lengths, max_len: _padding_reference(lengths, int(_lengths(lengths).max()))),
+        Mistake("mask_after_softmax", "The mask is applied after the softmax",
+                "You took the softmax over every key and then zeroed the blocked weights, so the rows no "
+                "longer sum to 1 and the blocked scores still sit in the normaliser (a future token "
+                "changes the past's weights). Apply the mask to the scores before the softmax: give the "
+                "blocked keys a score whose exponential is exactly 0, then normalise.",
+                fn=_mask_after),
+        Mistake("renormalised_after_softmax", "Masked after the softmax, then renormalised",
+                "Dividing the zeroed weights by their row sum repairs the algebra, but not the numerics: "
+                "the softmax subtracted the row maximum, which can belong to a blocked key (a blocked "
+                "score of 800 underflows every allowed weight to 0), and a row with no allowed key "
+                "divides 0 by 0. Both give NaN. Mask the scores before the softmax, and decide "
+                "explicitly what an empty row returns (zeros).",
+                fn=_renormalise_after),
+        Mistake("minus_inf_without_guard", "−∞ fill without a guard for empty rows",
+                "Setting the blocked scores to −∞ before the softmax is right, but a row in which every "
+                "key is blocked has maximum −∞, and −∞ − (−∞) = NaN, so the whole row is NaN (and the NaN "
+                "spreads to every later layer). Treat that row separately: its weights must be all "
+                "zeros, e.g. replace a −∞ row maximum by 0 and divide by 1 where the row sum is 0.",
+                fn=_fill(-np.inf)),
+        Mistake("max_includes_blocked", "The row maximum includes the blocked keys",
+                "Your weights are right except where a blocked score dwarfs the allowed ones: you "
+                "subtracted the maximum over all keys (or took the full softmax and renormalised after "
+                "masking), so beside a blocked score of 800 every allowed exp underflows to 0 and the row "
+                "comes out as zeros instead of [1, 0]. Block the keys first, then take the maximum over "
+                "the allowed scores only.",
+                fn=_renormalise_after_guarded, variants=(_renormalise_after_eps,)),
+        Mistake("global_max", "One maximum for the whole array instead of one per row",
+                "Subtracting a constant cancels only inside a row. You subtracted the largest score of "
+                "the whole array, so a row whose scores are far below another row's maximum (row 1 "
+                "beside a score of 1000) underflows to exp = 0 everywhere. Subtract each row's own "
+                "largest allowed score (keepdims=True on the last axis).",
+                fn=_global_max),
+        Mistake("finite_fill", "A finite fill (−1e9 or finfo.min) instead of −∞",
+                "A finite stand-in such as −1e9 removes blocked keys only while some key of the row is "
+                "allowed. In a row where every key is blocked all scores are equal, so the softmax "
+                "returns a uniform average over the blocked keys instead of zeros: a padded query "
+                "silently reads the padding. Use −∞ (exp gives an exact 0) and give an empty row zeros.",
+                fn=_fill(-1e9),
+                variants=(_fill(np.finfo(np.float64).min), _fill(-1e4))),
+        Mistake("no_max_subtraction", "The row maximum is not subtracted before exp",
+                "Blocking with −∞ is right, but exp(1000) overflows to inf and inf / inf is NaN. Subtract "
+                "each row's largest allowed score before exp (it cancels in the ratio, chapter 2's stable "
+                "softmax), and keep the empty-row case at zeros.",
+                fn=_no_max_subtraction, variants=(_exp_times_mask,)),
+        Mistake("true_means_blocked", "The mask is read the wrong way round (True = blocked)",
+                "You blocked the keys where the mask is True. Here, as in PyTorch's "
+                "scaled_dot_product_attention, True means 'may attend' (only nn.MultiheadAttention "
+                "reads True as blocked): keep the scores where the mask is True and block the others.",
+                fn=_inverted_guarded,
+                variants=(_fill(-np.inf, inverted=True), _fill(-1e9, inverted=True))),
+        Mistake("zero_fill", "Blocked scores set to 0 (or multiplied by the mask)",
+                "A score of 0 is not 'nothing': e^0 = 1, so every blocked key still gets as much weight as "
+                "an allowed key with score 0 (scores * mask does the same). A blocked key needs a score "
+                "whose exponential is exactly 0.",
+                fn=_fill(0.0)),
+        Mistake("softmax_over_queries", "Softmax over the queries (axis -2)",
+                "The weights of one query are a distribution over the keys: normalise along the last "
+                "axis (axis=-1), so that each row, not each column, sums to 1.",
+                fn=_softmax_over_queries),
     ],
-    hint="Broadcast np.arange(max_len)[None, :] (positions) against lengths[:, None].",
-    output_kind="bool",
+    hint="Ask what score a blocked key must have so that its exponential is exactly 0, and apply that "
+         "before the softmax. Then trace your code on a row in which every key is blocked: what is its "
+         "maximum, what does exp give, what do you divide by? The answer for that row should be zeros. "
+         "If every entry comes out NaN, look for a 0 × ∞: −∞ multiplied by a mask of zeros and ones.",
 ))
 
 
-# --------------------------------------------------------------------------- combined_mask
+# --------------------------------------------------------------------------- packed_causal_mask
 
-def _combined_reference(lengths, n):
-    i = np.arange(n)[:, None]                      # (n, 1) query index
-    j = np.arange(n)[None, :]                      # (1, n) key index
-    causal = j <= i                                # (n, n)
-    real_key = j < _lengths(lengths)[:, None, None]  # (batch, 1, 1) -> (batch, 1, n)
-    return causal[None] & real_key                 # (batch, n, n)
-
-
-def _combined_wrong(lengths, n, *, op="and", on="keys", causal=True, padding=True):
-    i = np.arange(n)[:, None]
-    j = np.arange(n)[None, :]
-    L = _lengths(lengths)[:, None, None]
-    c = (j <= i)[None] if causal else np.ones((1, n, n), bool)
-    if not padding:
-        p = np.ones((len(L), 1, n), bool)
-    elif on == "keys":
-        p = j < L
-    else:  # queries (with the causal mask this equals masking queries and keys)
-        p = i < L
-    out = (c | p) if op == "or" else (c & p)
-    return np.broadcast_to(out, (len(L), n, n)).copy()
+def _packed_parts(doc_ids):
+    d = _np(doc_ids, np.int64)
+    n = d.shape[-1]
+    causal = np.arange(n)[None, :] <= np.arange(n)[:, None]  # (n, n): key j <= query i
+    same = d[..., :, None] == d[..., None, :]                  # (..., n, n): same document
+    real_key = d[..., None, :] >= 0                            # (..., 1, n): the key is not padding
+    return causal, same, real_key
 
 
-def _combined_cases():
+def _packed_reference(doc_ids):
+    causal, same, real_key = _packed_parts(doc_ids)
+    return causal & same & real_key  # (..., n, n)
+
+
+def _packed_wrong(doc_ids, *, causal_on=True, docs_on=True, pad_on=True, op="and"):
+    causal, same, real_key = _packed_parts(doc_ids)
+    c = causal if causal_on else np.ones_like(causal)
+    s = same if docs_on else np.ones_like(same)
+    r = real_key if pad_on else np.ones_like(real_key)
+    out = ((c | s) & r) if op == "or" else (c & s & r)
+    return np.broadcast_to(out, same.shape).copy()
+
+
+def _packed_strict(doc_ids):  # j < i: the diagonal blocked
+    causal, same, real_key = _packed_parts(doc_ids)
+    n = causal.shape[-1]
+    return np.broadcast_to(causal & ~np.eye(n, dtype=bool) & same & real_key, same.shape).copy()
+
+
+def _packed_cases():
     return [
-        Case(args=(np.array([3, 0, 4]), 4), label="lengths 3, 0, 4 with n = 4"),
-        Case(args=(np.array([2, 5]), 5), label="lengths 2, 5 with n = 5"),
-        Case(args=(np.array([1]), 1), label="n = 1"),
-        Case(args=(np.array([4, 1, 6]), 6), label="lengths 4, 1, 6 with n = 6"),
+        Case(args=(np.array([0, 0, 0, 1, 1, 2]),), label="three documents of lengths 3, 2, 1"),
+        Case(args=(np.array([0, 0, 1, 1, 1, -1, -1]),), label="two documents, then two padding tokens"),
+        Case(args=(np.array([[0, 0, 1, 1], [0, 1, 1, -1]]),), label="a batch of two packed rows"),
+        Case(args=(np.array([5, 5, 5, 5]),), label="one document: the plain causal mask"),
+        Case(args=(np.array([7, 3, 3, 9, 9, 9, -1]),), label="ids that are not sorted, a document of one token"),
+        Case(args=(np.array([-1, -1]),), label="padding only"),
     ]
 
 
 register(Exercise(
-    name="combined_mask",
+    name="packed_causal_mask",
     chapter="04_masking",
-    prompt="Return the (batch, n, n) bool mask of a padded decoder batch: entry [b, i, j] is True "
-           "when j <= i (causal) AND key j is a real token of sequence b (j < lengths[b]).",
-    stub='''def combined_mask(lengths, n):
-    """lengths: (batch,) ints. Return a (batch, n, n) bool array, True
-    where query i of sequence b may attend to key j: j <= i (causal) and
-    j < lengths[b] (the key is a real token)."""
+    prompt="Several documents are packed into one row of tokens; doc_ids[..., p] is the document of "
+           "token p (-1 = padding). Return the (..., n, n) bool mask, True where query i may attend to "
+           "key j, so that each document is attended as if it were alone in a causal decoder and no "
+           "query attends to padding.",
+    stub='''def packed_causal_mask(doc_ids):
+    """doc_ids: (..., n) ints, the document of each token; -1 marks padding.
+    Return a (..., n, n) bool array, True where query i may attend to key j,
+    such that every document is attended exactly as if it were alone in a
+    causal decoder, and no query attends to padding."""
     # YOUR CODE HERE
     raise NotImplementedError
 ''',
-    reference=_combined_reference,
-    cases=_combined_cases,
+    reference=_packed_reference,
+    cases=_packed_cases,
     mistakes=[
-        Mistake("or_instead_of_and", "The masks are combined with OR",
-                "A key must pass BOTH tests: it is not in the future AND it is a real token. With OR, "
-                "a query sees the future whenever it is real and sees padding whenever it is in the "
-                "past. Combine bool masks with & (and add -inf masks, which is the same thing).",
-                fn=lambda lengths, n: _combined_wrong(lengths, n, op="or")),
-        Mistake("padding_on_queries", "The padding mask is applied to the queries (rows)",
-                "Your padding test uses the query index i, so padded query rows are blanked (fully "
-                "masked rows: NaN with a naive softmax) while what matters is that no query reads a "
-                "padded KEY. Padding hides keys, the columns (axis -1): broadcast the (batch, n) "
-                "padding mask as [:, None, :].",
-                fn=lambda lengths, n: _combined_wrong(lengths, n, on="queries")),
-        Mistake("forgot_padding", "The padding mask is missing",
-                "Your mask is the causal mask for every sequence, so short sequences attend to their "
-                "padding tokens. Combine it with j < lengths[b].",
-                fn=lambda lengths, n: _combined_wrong(lengths, n, padding=False)),
-        Mistake("forgot_causal", "The causal mask is missing",
-                "Your mask only hides padding, so queries still see future real tokens. Combine it with "
-                "j <= i.",
-                fn=lambda lengths, n: _combined_wrong(lengths, n, causal=False)),
+        Mistake("documents_leak", "Documents can see each other",
+                "Your mask is causal and hides padding, but a token still reads the earlier documents "
+                "of its row. Packing is only honest if each document is attended as if it were alone: "
+                "also require doc_ids of query and key to be equal, an (n, n) table built by comparing "
+                "the ids along the rows with the ids along the columns.",
+                fn=lambda d: _packed_wrong(d, docs_on=False)),
+        Mistake("forgot_causal", "The future of each document is visible",
+                "Your mask keeps tokens inside their own document but lets each one read the LATER "
+                "tokens of that document, the very tokens a decoder is trained to predict. Combine it "
+                "with the causal rule j <= i.",
+                fn=lambda d: _packed_wrong(d, causal_on=False)),
+        Mistake("padding_is_a_document", "Padding tokens form a document of their own",
+                "With only 'causal and same document', the padding tokens (all id -1) attend to one "
+                "another as if they were a document. A padding token is never a key: also require "
+                "doc_ids[j] >= 0; a padding query then has an empty row, which the masked softmax "
+                "turns into zeros.",
+                fn=lambda d: _packed_wrong(d, pad_on=False)),
+        Mistake("or_instead_of_and", "The rules are combined with OR",
+                "A key must pass every test at once: past AND same document AND real. With OR, any one "
+                "test suffices, so tokens see the future of their document and the whole past of the "
+                "row. Combine bool masks with &.",
+                fn=lambda d: _packed_wrong(d, op="or")),
+        Mistake("causal_only", "Only the causal rule",
+                "Your mask is the plain causal mask of the whole row: every token reads the earlier "
+                "documents packed before it, and the padding. Each document must be attended as if it "
+                "were alone: a key must also belong to the query's document, and must not be padding.",
+                fn=lambda d: _packed_wrong(d, docs_on=False, pad_on=False)),
+        Mistake("diagonal_blocked", "A token may not attend to itself (j < i)",
+                "The causal rule is j <= i, not j < i: position i's output is computed from tokens "
+                "0..i, itself included. With j < i the first token of every document has nothing to "
+                "attend to, and every other token ignores its own value. Keep the diagonal.",
+                fn=_packed_strict),
         Mistake("true_means_blocked", "True means blocked",
                 "Your mask is exactly inverted: True where attention is NOT allowed (the "
-                "nn.MultiheadAttention convention). Here True = may attend: return ~your_mask, or "
-                "build it from j <= i and j < length.",
-                fn=lambda lengths, n: ~_combined_reference(lengths, n)),
+                "nn.MultiheadAttention convention). Here True = may attend, as in PyTorch's "
+                "scaled_dot_product_attention.",
+                fn=lambda d: ~_packed_reference(d)),
+        Mistake("rows_are_keys", "Rows and columns swapped",
+                "Your mask lets query i see keys j >= i: rows are queries and columns are keys, and a "
+                "query may look back, not ahead. Transpose the causal part (the lower triangle is "
+                "allowed), and test padding on the key, the last axis.",
+                fn=lambda d: np.swapaxes(_packed_reference(d), -1, -2)),
     ],
-    hint="Build causal (n, n) and padding (batch, n); combine as causal[None, :, :] & padding[:, None, :].",
+    hint="Write down the three conditions a key must meet, each as a bool table of queries (rows) "
+         "against keys (columns) built from the ids by broadcasting, and think about how they must "
+         "combine. Then check a padding query: what should its row be?",
     output_kind="bool",
 ))

@@ -1,4 +1,5 @@
-"""Exercises of chapter 05 (multi-head attention): ``split_heads``, ``multi_head_attention``.
+"""Exercises of chapter 05 (multi-head attention): ``split_heads``, ``head_scores``,
+``multi_head_attention``.
 
 Conventions (those of the chapter and of :func:`attnlib.multi_head_attention`): ``x`` is
 ``(..., n, d_model)``; weights are ``(d_model, d_model)`` matrices used as ``x @ w``; head
@@ -39,6 +40,12 @@ def _split_hardcoded_axes(x, num_heads):
     *batch, n, d_model = x.shape
     x = x.reshape(*batch, n, num_heads, d_model // num_heads)  # (..., n, h, d_head)
     return np.swapaxes(x, 0, 1)  # right only without batch axes
+
+
+def _split_heads_first(x, num_heads):
+    *batch, n, d_model = x.shape
+    x = x.reshape(*batch, n, num_heads, d_model // num_heads)  # (..., n, h, d_head)
+    return np.moveaxis(x, -2, 0)  # (h, ..., n, d_head): e.g. np.stack(np.split(x, h, -1), axis=0)
 
 
 def _split_no_transpose(x, num_heads):
@@ -88,13 +95,16 @@ register(Exercise(
                 "be the second-to-last: swap axes -2 and -3 to get (..., h, n, d_head).",
                 fn=_split_no_transpose),
         Mistake("hardcoded_axes", "Axes counted from the front (breaks with a batch axis)",
-                "Your split is right for a single (n, d_model) sequence, but you swapped axes 0 and 1 "
-                "(e.g. x.transpose(1, 0, 2)), which for a batched (B, n, d_model) input swaps the batch "
-                "and token axes instead. Count from the end: swap axes -2 and -3 "
-                "(np.swapaxes(x, -2, -3)), so any number of leading batch axes works.",
-                fn=_split_hardcoded_axes),
+                "Your split is right for a single (n, d_model) sequence, but you counted the axes from "
+                "the front: swapping axes 0 and 1 (e.g. x.transpose(1, 0, 2)) swaps the batch and token "
+                "axes of a batched (B, n, d_model) input, and stacking the heads on axis 0 puts them in "
+                "front of the batch axis. Count from the end: the heads go to axis -3, in front of the "
+                "tokens, so any number of leading batch axes works.",
+                fn=_split_hardcoded_axes, variants=(_split_heads_first,)),
     ],
-    hint="Two steps: x.reshape(*x.shape[:-1], num_heads, d_head), then swap the token and head axes.",
+    hint="Picture each token's row of d_model numbers as num_heads pieces side by side. First cut every "
+         "row into its pieces while the token axis stays where it is; then bring the head axis in front "
+         "of the token axis. Count the axes from the end so that batch axes do not matter.",
 ))
 
 
@@ -107,7 +117,8 @@ def _softmax(s, axis=-1):
 
 
 def _mha(x, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=_split_reference, merge="transpose",
-         scale="head", use_w_o=True, axis=-1, use_mask=True, invert_mask=False):
+         scale="head", use_w_o=True, axis=-1, use_mask=True, invert_mask=False, mask_after=False,
+         add_mask=False, transpose_weights=False, zero_fill=False, renormalise=False):
     """Multi-head self-attention and, through the keywords, each catalogued mistake."""
     *batch, n, d_model = x.shape
     h, d_head = num_heads, d_model // num_heads
@@ -119,12 +130,25 @@ def _mha(x, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=_split_reference,
         scores = scores / np.sqrt(d_head)
     elif scale == "model":
         scores = scores / np.sqrt(d_model)
+    allowed = None
     if mask is not None and use_mask:
         allowed = np.asarray(mask, dtype=bool)
         allowed = ~allowed if invert_mask else allowed
-        scores = np.where(allowed, scores, -np.inf)  # (n, n) broadcasts over batch and heads
+        if add_mask:
+            scores = scores + allowed              # the mistake: True counts as +1, nothing is blocked
+        elif zero_fill:
+            scores = np.where(allowed, scores, 0.0)  # the mistake: e^0 = 1, nothing is blocked
+        elif not mask_after:
+            scores = np.where(allowed, scores, -np.inf)  # (n, n) broadcasts over batch and heads
     with np.errstate(invalid="ignore"):    # an inverted mask can block a whole row: NaN
         weights = _softmax(scores, axis=axis)  # (..., h, n, n)
+    if mask_after and allowed is not None:
+        weights = weights * allowed        # the mistake: zeroed after the softmax
+        if renormalise:                    # ... and divided by the row sum: 0 / 0 when it underflowed
+            with np.errstate(invalid="ignore"):
+                weights = weights / weights.sum(axis=-1, keepdims=True)
+    if transpose_weights:
+        weights = np.swapaxes(weights, -1, -2)  # the mistake: weights.T @ v (fits only because L = S)
     out = weights @ v                      # (..., h, n, n) @ (..., h, n, d_head) -> (..., h, n, d_head)
     if merge == "transpose":
         out = np.swapaxes(out, -2, -3)     # (..., n, h, d_head)
@@ -145,6 +169,11 @@ def _mha_cases():
     causal5 = np.tril(np.ones((5, 5), dtype=bool))
     band = np.abs(np.arange(7)[:, None] - np.arange(7)[None, :]) <= 2  # every row has a True
     band[:, 6] = False  # the last key is padding
+    # token 0 may see only itself (score 30 * 30 / sqrt(2) = 636) but token 3's key scores
+    # 30 * 100 / sqrt(2) = 2121 against it: a softmax before the mask underflows row 0 to 0
+    far_future = np.zeros((4, 4))
+    far_future[:, 0] = [30.0, 1.0, -2.0, 100.0]
+    far_future[:, 2] = [0.5, -1.0, 2.0, 0.0]
     return [
         Case(args=(rng.standard_normal((5, 8)), *weights(8), 2), label="n = 5, d_model = 8, 2 heads"),
         Case(args=(rng.standard_normal((2, 6, 12)), *weights(12), 3), label="batched, 3 heads"),
@@ -154,6 +183,8 @@ def _mha_cases():
              label="causal mask, 3 heads"),
         Case(args=(rng.standard_normal((2, 7, 8)), *weights(8), 2), kwargs={"mask": band},
              label="band mask with a padded key, batched"),
+        Case(args=(far_future, *(np.eye(4),) * 4, 2), kwargs={"mask": np.tril(np.ones((4, 4), dtype=bool))},
+             label="causal mask, a future token with a very large score"),
     ]
 
 
@@ -213,9 +244,136 @@ register(Exercise(
                 "is True and set it to -inf where it is False, np.where(mask, scores, -np.inf). "
                 "(nn.MultiheadAttention is the API where True means blocked.)",
                 fn=lambda *a, **kw: _mha(*a, **kw, invert_mask=True)),
+        Mistake("weights_transposed", "The values are multiplied by the transposed weights",
+                "You computed weights.T @ v (or swapped the axes of the weights). Output row i must "
+                "be Σ_j w_ij v_j, the weights of query i over the keys j: weights @ v. The transpose "
+                "only has the right shape because self-attention has as many keys as queries.",
+                fn=lambda *a, **kw: _mha(*a, **kw, transpose_weights=True)),
+        Mistake("bool_mask_added", "The bool mask is added to the scores",
+                "You added the bool mask to the scores: True counts as +1 and False as 0, so nothing "
+                "is blocked; the allowed scores are merely raised by 1. A bool mask selects: keep the "
+                "score where the mask is True and put −∞ where it is False (an additive mask would "
+                "hold 0 and −∞, not 1 and 0).",
+                fn=lambda *a, **kw: _mha(*a, **kw, add_mask=True)),
+        Mistake("mask_zero_fill", "Blocked scores set to 0",
+                "A score of 0 does not block a key: e^0 = 1, so a blocked key still gets as much weight "
+                "as an allowed key with score 0. Give the blocked scores −∞ before the softmax, so that "
+                "their exponential is exactly 0 (chapter 4).",
+                fn=lambda *a, **kw: _mha(*a, **kw, zero_fill=True)),
+        Mistake("renormalised_after_softmax", "Masked after the softmax, then renormalised",
+                "Zeroing the blocked weights and dividing by the row sum repairs the algebra but not the "
+                "numerics: the softmax subtracted the row maximum, which can belong to a blocked key. "
+                "Beside a blocked score far above the allowed ones every allowed weight underflows to 0 "
+                "and the row becomes 0 / 0 = NaN. Put −∞ into the blocked scores before the softmax "
+                "(chapter 4).",
+                fn=lambda *a, **kw: _mha(*a, **kw, mask_after=True, renormalise=True)),
+        Mistake("mask_after_softmax", "The mask is applied after the softmax",
+                "You zeroed the blocked weights after the softmax, so each row of weights sums to less "
+                "than 1 and the blocked keys still sit in the softmax's normaliser (a future token "
+                "changes the past). Mask the scores before the softmax: set the blocked scores to -inf, "
+                "then normalise (chapter 4).",
+                fn=lambda *a, **kw: _mha(*a, **kw, mask_after=True)),
     ],
-    hint="q = x @ w_q, then (..., n, h, d_head) -> (..., h, n, d_head); scores / √d_head; softmax over "
-         "keys; weights @ v; back to (..., n, d_model); @ w_o.",
+    hint="Follow the chapter's shape table one row at a time: project, split each projection into "
+         "heads, attend inside every head (which width sets the scale?), put the heads back side by side "
+         "in token order, and let w_o mix them. Print the shape after every step.",
     rtol=1e-5,
     atol=1e-6,
+))
+
+
+# --------------------------------------------------------------------------- head_scores
+
+def _head_scores(x, w_q, w_k, num_heads, *, scale="sqrt_head", split=_split_reference, transpose=False,
+                 softmax=False):
+    """Every head's scaled scores and, through the keywords, each catalogued mistake."""
+    d_model = x.shape[-1]
+    d_head = d_model // num_heads
+    q = split(x @ w_q, num_heads)            # (..., h, n, d_head)
+    k = split(x @ w_k, num_heads)            # (..., h, n, d_head)
+    scores = q @ np.swapaxes(k, -1, -2)      # (..., h, n, d_head) @ (..., h, d_head, n) -> (..., h, n, n)
+    divisor = {"sqrt_head": np.sqrt(d_head), "sqrt_model": np.sqrt(d_model), "none": 1.0,
+               "head": d_head, "sqrt_heads": np.sqrt(num_heads)}[scale]
+    scores = scores / divisor
+    if transpose:                            # the mistake: k @ qᵀ, keys along the rows
+        scores = np.swapaxes(scores, -1, -2)
+    return _softmax(scores) if softmax else scores
+
+
+def _head_scores_reference(x, w_q, w_k, num_heads):
+    return _head_scores(x, w_q, w_k, num_heads)
+
+
+def _head_scores_cases():
+    rng = np.random.default_rng(11)
+
+    def w(d):
+        return rng.standard_normal((d, d)) / np.sqrt(d)
+
+    return [
+        Case(args=(rng.standard_normal((5, 8)), w(8), w(8), 2), label="d_model = 8, 2 heads of width 4"),
+        Case(args=(rng.standard_normal((2, 4, 18)), w(18), w(18), 2), label="batched, 2 heads of width 9"),
+        Case(args=(rng.standard_normal((3, 12)), w(12), w(12), 3), label="3 heads of width 4"),
+        Case(args=(rng.standard_normal((6, 32)), w(32), w(32), 8), label="8 heads of width 4"),
+        Case(args=(rng.standard_normal((4, 6)), w(6), w(6), 1), label="one head of width 6"),
+    ]
+
+
+register(Exercise(
+    name="head_scores",
+    chapter="05_multihead",
+    prompt="Return every head's scaled attention scores, (..., num_heads, n, n), with the scale that "
+           "gives each score variance 1 when the components of each head's queries and keys are "
+           "independent with variance 1.",
+    stub='''def head_scores(x, w_q, w_k, num_heads):
+    """x: (..., n, d_model); w_q, w_k: (d_model, d_model), used as x @ w.
+    Split the queries and keys into num_heads heads (head k owns the columns
+    k*d_head : (k+1)*d_head) and return each head's scaled scores,
+    (..., num_heads, n, n). Choose the scale so that a score has variance 1
+    when the components of the head's q and k are independent with variance 1."""
+    # YOUR CODE HERE
+    raise NotImplementedError
+''',
+    reference=_head_scores_reference,
+    cases=_head_scores_cases,
+    mistakes=[
+        Mistake("scale_by_d_model", "Scaled by √d_model instead of √d_head",
+                "The variance of a dot product grows with the number of terms it sums, and a head's "
+                "q · k sums d_head = d_model / num_heads terms, not d_model. Dividing by √d_model makes "
+                "the scores of every head too small (their variance is 1/num_heads) and each softmax "
+                "too flat. Divide by the square root of the head's own width.",
+                fn=lambda *a: _head_scores(*a, scale="sqrt_model")),
+        Mistake("no_scale", "The scores are not scaled",
+                "Unscaled, a head's score has variance d_head, not 1 (chapter 3), and the softmax "
+                "saturates as heads get wider. Divide by the square root of the number of terms in "
+                "one head's dot product.",
+                fn=lambda *a: _head_scores(*a, scale="none")),
+        Mistake("scale_by_d_head", "Divided by d_head instead of √d_head",
+                "Dividing by d_head shrinks the standard deviation from √d_head to 1/√d_head. The "
+                "variance of the score is d_head, so its standard deviation is √d_head: divide by "
+                "that.",
+                fn=lambda *a: _head_scores(*a, scale="head")),
+        Mistake("scale_by_num_heads", "Scaled by √num_heads",
+                "The number of heads does not enter one head's dot product; the number of terms in it "
+                "does, d_head = d_model / num_heads. (In 'd_model = 512, 8 heads' √64 = 8 equals the "
+                "number of heads only by coincidence.)",
+                fn=lambda *a: _head_scores(*a, scale="sqrt_heads")),
+        Mistake("reshape_without_transpose", "Heads split with a reshape alone",
+                "Reshaping (..., n, d_model) straight to (..., h, n, d_head) has the right shape but "
+                "mixes tokens: a row of a head is stitched from pieces of several tokens, so score "
+                "[i, j] no longer compares token i with token j. Reshape to (..., n, h, d_head), then "
+                "swap axes -2 and -3.",
+                fn=lambda *a: _head_scores(*a, split=_split_reshape_only)),
+        Mistake("scores_transposed", "The scores are transposed (keys along the rows)",
+                "Score [i, j] compares query i with key j: q @ kᵀ, queries along the rows and keys "
+                "along the columns. You computed k @ qᵀ, its transpose, so the softmax over the last "
+                "axis would normalise over the queries instead of the keys.",
+                fn=lambda *a: _head_scores(*a, transpose=True)),
+        Mistake("returned_weights", "The softmax is already applied",
+                "You returned the attention weights. This function stops one step earlier: return the "
+                "scaled scores themselves; the softmax comes next in attention, not here.",
+                fn=lambda *a: _head_scores(*a, softmax=True)),
+    ],
+    hint="Chapter 3 found the variance of a dot product of unit-variance components: what is it for the "
+         "dot products inside one head here, and which divisor brings it back to 1?",
 ))
