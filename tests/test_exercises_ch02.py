@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlib.exercises import EXERCISES, check
-from attnlib.exercises.ch02_qkv import attention_reference, softmax_reference
+from attnlib.exercises.ch02_qkv import attention_reference, cross_attention_reference, softmax_reference
 
 
 # --------------------------------------------------------------------------- softmax: correct styles
@@ -282,3 +282,52 @@ def test_stub_shows_the_shapes_the_checker_uses():
         assert shape in stub
     assert EXERCISES["softmax"].signature() == "def softmax(x, axis=-1):"
     assert EXERCISES["attention"].signature() == "def attention(q, k, v, mask=None):"
+
+
+# --------------------------------------------------------------------------- cross_attention
+
+def test_cross_attention_reference_matches_torch_sdpa_on_every_case():
+    for c in EXERCISES["cross_attention"].all_cases():
+        x, y, w_q, w_k, w_v = (torch.from_numpy(a) for a in c.args)
+        want = F.scaled_dot_product_attention(x @ w_q, y @ w_k, y @ w_v).numpy()
+        np.testing.assert_allclose(cross_attention_reference(*c.args), want, rtol=1e-10, atol=1e-12)
+
+
+def test_cross_attention_cases_have_L_not_S_and_d_v_not_d_k():
+    cases = EXERCISES["cross_attention"].all_cases()
+    assert any(c.args[0].shape[0] != c.args[1].shape[0] for c in cases)
+    assert any(c.args[3].shape[1] != c.args[4].shape[1] for c in cases)
+    assert any(c.args[0].shape[1] != c.args[1].shape[1] for c in cases)
+
+
+def cross_torch(x, y, w_q, w_k, w_v):
+    x, y, w_q, w_k, w_v = (torch.as_tensor(a, dtype=torch.float32) for a in (x, y, w_q, w_k, w_v))
+    return F.scaled_dot_product_attention((x @ w_q)[None], (y @ w_k)[None], (y @ w_v)[None])[0]
+
+
+def cross_einsum(x, y, w_q, w_k, w_v):
+    q, k, v = np.einsum("ld,de->le", x, w_q), np.einsum("sd,de->se", y, w_k), y @ w_v
+    s = np.einsum("le,se->ls", q, k) / np.sqrt(q.shape[1])
+    w = np.exp(s - s.max(1, keepdims=True))
+    return (w / w.sum(1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("fn", [cross_torch, cross_einsum], ids=["torch-float32", "einsum"])
+def test_correct_cross_attention_in_any_style_passes(fn):
+    r = check("cross_attention", fn)
+    assert r.passed, r.message
+
+
+def test_cross_attention_via_the_learners_attention_passes():
+    def via_attention(x, y, w_q, w_k, w_v):
+        return attention_reference(x @ w_q, y @ w_k, y @ w_v)
+
+    assert check("cross_attention", via_attention).passed
+
+
+def test_self_attention_on_x_is_named_keys_from_x():
+    def self_attention(x, y, w_q, w_k, w_v):
+        return attention_reference(x @ w_q, x @ w_k, x @ w_v)
+
+    r = check("cross_attention", self_attention)
+    assert r.mistake == "keys_from_x" and "self-attention" in r.message
