@@ -331,3 +331,17 @@ def test_self_attention_on_x_is_named_keys_from_x():
 
     r = check("cross_attention", self_attention)
     assert r.mistake == "keys_from_x" and "self-attention" in r.message
+
+
+def test_weights_transposed_in_the_learners_own_words_is_named():
+    # weights.T @ v: runs when L = S (and mixes queries up), fails when L != S
+    def attention_weights_T(q, k, v, mask=None):
+        E = q.shape[-1]
+        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(E)
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        weights = softmax_reference(scores, axis=-1)
+        return weights.T @ v
+
+    r = check("attention", attention_weights_T)
+    assert r.mistake == "weights_transposed" and "weights @ v" in r.message
