@@ -345,3 +345,12 @@ def test_weights_transposed_in_the_learners_own_words_is_named():
 
     r = check("attention", attention_weights_T)
     assert r.mistake == "weights_transposed" and "weights @ v" in r.message
+
+
+@pytest.mark.parametrize("name", ["soft_lookup", "layers_needed", "softmax", "attention", "cross_attention",
+                                  "dot_product_variance", "softmax_jacobian"])
+def test_hint_leads_to_the_idea_without_handing_over_code(name):
+    hint = EXERCISES[name].hint
+    assert len(hint) > 60
+    for code in ("return ", "np.", " = x.", "@ v", "keepdims=True", ".sum(", "exp(x - "):
+        assert code not in hint, f"{name}: the hint contains {code!r}: {hint}"

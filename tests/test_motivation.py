@@ -194,3 +194,32 @@ def test_soft_lookup_becomes_the_hard_lookup_at_low_temperature():
 def test_bad_conv_arguments_raise_a_clear_value_error(call):
     with pytest.raises(ValueError, match="kernel_size|n >= 1|source|dilation_base"):
         call()
+
+
+def test_diagrams_are_drawn_by_code_and_stay_small(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from attnlib import diagrams
+
+    for name, fig in [("paths", diagrams.token_paths(8, 3)), ("qkv", diagrams.qkv_path())]:
+        path = tmp_path / f"{name}.png"
+        fig.savefig(path, dpi=72)
+        plt.close(fig)
+        assert 0 < path.stat().st_size < 60_000, f"{name}: {path.stat().st_size} bytes"
+
+
+def test_token_paths_cnn_panel_uses_the_measured_depth():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from attnlib import diagrams
+
+    fig = diagrams.token_paths(n=10, kernel_size=3)
+    titles = [ax.get_title() for ax in fig.axes]
+    plt.close(fig)
+    assert f"{mo.layers_to_connect(10, 3)} layers" in titles[1] and "9 hops" in titles[0]
