@@ -1,9 +1,12 @@
-"""Helpers for chapter 1 (why attention): a tiny RNN, receptive fields and path lengths.
+"""Helpers for chapter 1 (why attention): tiny RNNs, receptive fields, and the three
+columns of the Transformer paper's comparison (FLOPs, longest dependency chain, path
+length) measured on real torch layers.
 
 These are measuring instruments for the lesson, not part of the attention API, so they
 are not re-exported from :mod:`attnlib`; import them as ``from attnlib import motivation``.
-Everything here is plain NumPy (float64; the timing pair and the lookups also accept torch
-tensors) and deterministic for a given seed.
+The RNN and convolution helpers are plain NumPy (float64; the timing trio and the lookups
+also accept torch tensors); :func:`layer_graph` and the graph measurements use torch.
+Everything is deterministic for a given seed.
 
 Symbols: ``T`` (or ``n``) sequence length, ``B`` batch size, ``d`` hidden size, ``k`` kernel size,
 ``m`` number of conv layers.
