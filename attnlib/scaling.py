@@ -87,7 +87,7 @@ def saturation(logits: np.ndarray) -> dict:
 
 
 def query_grad_norms(d_k: int, *, S: int = 16, n: int = 2000, d_v: int = 16, scaled: bool = True,
-                     seed: int = 0, chunk: int = 250) -> np.ndarray:
+                     seed: int = 0, chunk: int = 250, with_max_weight: bool = False):
     """``‖∂L/∂q‖`` for ``n`` independent draws of one attention row, by autograd.
 
     Each draw has a query ``q`` ``(d_k,)``, keys ``K`` ``(S, d_k)`` and values ``V``
@@ -98,13 +98,14 @@ def query_grad_norms(d_k: int, *, S: int = 16, n: int = 2000, d_v: int = 16, sca
     only ``J``.
 
     Returns:
-        ``(n,)`` gradient norms, one per draw (computed in float32, returned as float64).
+        ``(n,)`` gradient norms, one per draw (computed in float32, returned as float64);
+        with ``with_max_weight=True`` also the ``(n,)`` largest softmax weight of each draw.
     """
     import torch
 
     g = torch.Generator().manual_seed(seed)
     c = 1 / math.sqrt(d_k) if scaled else 1.0
-    norms = []
+    norms, tops = [], []
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
         q = torch.randn(m, d_k, 1, generator=g, dtype=torch.float32).requires_grad_(True)  # (m, E, 1)
@@ -115,7 +116,9 @@ def query_grad_norms(d_k: int, *, S: int = 16, n: int = 2000, d_v: int = 16, sca
         out = (w[:, None, :] @ V)[:, 0]                    # (m, 1, S) @ (m, S, Ev) -> (m, Ev)
         (grad,) = torch.autograd.grad((out * up).sum(), q)  # draws are independent: one backward
         norms.append(grad[..., 0].norm(dim=-1))
-    return torch.cat(norms).double().numpy()
+        tops.append(w.detach().max(dim=-1).values)
+    out = torch.cat(norms).double().numpy()
+    return (out, torch.cat(tops).double().numpy()) if with_max_weight else out
 
 
 def grad_summary(norms: np.ndarray, small: float = 1e-3) -> dict:

@@ -121,3 +121,10 @@ def test_linear_default_init_gives_components_of_variance_one_third():
     assert m["var_q"] == pytest.approx(1 / 3 + 1 / (3 * 256), rel=0.1)
     assert m["var_scaled"] == pytest.approx(m["var_q"] * m["var_k"], rel=0.2)
     assert m["var_score"] == pytest.approx(32 * m["var_scaled"], rel=1e-6)
+
+
+def test_query_grad_norms_can_return_each_rows_largest_weight_without_changing_the_draws():
+    plain = sc.query_grad_norms(64, n=300, scaled=False, seed=2)
+    norms, top = sc.query_grad_norms(64, n=300, scaled=False, seed=2, with_max_weight=True)
+    np.testing.assert_array_equal(plain, norms)
+    assert top.shape == (300,) and ((1 / 16 <= top) & (top <= 1 + 1e-6)).all()
