@@ -124,3 +124,102 @@ def test_copying_the_receptive_field_formula_for_k_only_is_named():
 def test_layers_needed_wrong_type_is_reported_not_raised():
     r = check("layers_needed", lambda n, k, dilation_base=1: "many")
     assert r.status == "failed"
+
+
+# --------------------------------------------------------------------------- wrong answers a learner writes
+
+def _stable(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_soft_lookup_divided_by_sqrt_E_like_the_apple_example_is_named():
+    def scaled(query, keys, values):
+        return _stable(query @ keys.T / np.sqrt(query.shape[1])) @ values
+
+    r = check("soft_lookup", scaled)
+    assert not r.passed and r.mistake == "scaled_by_sqrt_E" and "√E" in r.message
+
+
+def test_soft_lookup_weights_transposed_is_named_although_it_raises_when_L_differs_from_S():
+    def transposed(query, keys, values):
+        return _stable(query @ keys.T).T @ values
+
+    r = check("soft_lookup", transposed)
+    assert not r.passed and r.mistake == "weights_transposed" and "one row per query" in r.message
+
+
+def test_soft_lookup_one_max_for_all_queries_is_named():
+    def global_max(query, keys, values):
+        s = query @ keys.T
+        e = np.exp(s - s.max())
+        return e / e.sum(axis=1, keepdims=True) @ values
+
+    r = check("soft_lookup", global_max)
+    assert not r.passed and r.mistake == "global_max" and "own maximum" in r.message
+
+
+def test_soft_lookup_normalised_over_the_whole_matrix_is_named():
+    def whole(query, keys, values):
+        s = query @ keys.T
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        return e / e.sum() @ values
+
+    assert check("soft_lookup", whole).mistake == "whole_array"
+
+
+def test_soft_lookup_einsum_solution_passes():
+    def with_einsum(query, keys, values):
+        s = np.einsum("le,se->ls", query, keys)
+        return np.einsum("ls,sv->lv", _stable(s), values)
+
+    assert check("soft_lookup", with_einsum).passed
+
+
+def test_layers_needed_closed_form_that_forgets_the_token_itself_is_named():
+    def closed(n, kernel_size, dilation_base=1):
+        if dilation_base == 1:
+            return math.ceil(n / (kernel_size - 1))
+        layers, field = 0, 1
+        while field < n:
+            field += (kernel_size - 1) * dilation_base ** layers
+            layers += 1
+        return layers
+
+    r = check("layers_needed", closed)
+    assert not r.passed and r.mistake == "strict" and "the token itself" in r.message
+
+
+@pytest.mark.parametrize("rounding", ["floor_division", "int"])
+def test_layers_needed_rounding_down_is_named(rounding):
+    def rounded_down(n, kernel_size, dilation_base=1):
+        if dilation_base == 1:
+            if rounding == "int":
+                return int((n - 1) / (kernel_size - 1))
+            return (n - 1) // (kernel_size - 1)
+        return layers_needed_reference(n, kernel_size, dilation_base)
+
+    r = check("layers_needed", rounded_down)
+    assert not r.passed and r.mistake == "rounds_down" and "round UP" in r.message
+
+
+def test_layers_needed_dilation_counted_from_layer_one_is_named():
+    def from_one(n, kernel_size, dilation_base=1):
+        layers, field = 0, 1
+        while field < n:
+            layers += 1
+            field += (kernel_size - 1) * dilation_base ** layers
+        return layers
+
+    r = check("layers_needed", from_one)
+    assert not r.passed and r.mistake == "dilation_from_b" and "b**0 = 1" in r.message
+
+
+def test_layers_needed_recursive_solution_passes():
+    def recursive(n, kernel_size, dilation_base=1, layers=0, field=1):
+        if field >= n:
+            return layers
+        return recursive(n, kernel_size, dilation_base, layers + 1,
+                         field + (kernel_size - 1) * dilation_base ** layers)
+
+    assert check("layers_needed", recursive).passed

@@ -354,3 +354,31 @@ def test_hint_leads_to_the_idea_without_handing_over_code(name):
     assert len(hint) > 60
     for code in ("return ", "np.", " = x.", "@ v", "keepdims=True", ".sum(", "exp(x - "):
         assert code not in hint, f"{name}: the hint contains {code!r}: {hint}"
+
+
+def test_attention_divided_by_the_number_of_keys_is_named():
+    def by_num_keys(q, k, v, mask=None):
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(k.shape[-2])
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return w / w.sum(-1, keepdims=True) @ v
+
+    r = check("attention", by_num_keys)
+    assert not r.passed and r.mistake == "scaled_by_num_keys" and "√S" in r.message
+
+
+def test_cross_attention_with_w_k_and_w_v_swapped_is_named_although_it_mostly_raises():
+    def swapped(x, y, w_q, w_k, w_v):
+        return attention_reference(x @ w_q, y @ w_v, y @ w_k)
+
+    r = check("cross_attention", swapped)
+    assert not r.passed and r.mistake == "projections_swapped" and "K = y @ w_k" in r.message
+
+
+def test_cross_attention_with_unprojected_values_is_named():
+    def raw_values(x, y, w_q, w_k, w_v):
+        return attention_reference(x @ w_q, y @ w_k, y)
+
+    r = check("cross_attention", raw_values)
+    assert not r.passed and r.mistake == "values_not_projected" and "V = y @ w_v" in r.message

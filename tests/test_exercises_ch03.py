@@ -1,5 +1,7 @@
 """Chapter 3 exercises beyond the generic contract (tests/test_exercises_contract.py):
 the Jacobian reference agrees with torch autograd and other correct solutions pass."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -115,3 +117,44 @@ def test_softmax_jacobian_accepts_a_loop_solution():
         return out
 
     assert check("softmax_jacobian", loops).passed
+
+
+def test_variance_growing_like_sqrt_d_k_is_named():
+    def sqrt_law(d_k, mu_q, sigma_q, mu_k, sigma_k):
+        return math.sqrt(d_k) * (sigma_q**2 * sigma_k**2 + sigma_q**2 * mu_k**2 + mu_q**2 * sigma_k**2)
+
+    r = check("dot_product_variance", sqrt_law)
+    assert not r.passed and r.mistake == "sqrt_d_k" and "STANDARD DEVIATION" in r.message
+
+
+def test_variances_added_instead_of_multiplied_is_named():
+    r = check("dot_product_variance", lambda d_k, mu_q, sigma_q, mu_k, sigma_k: d_k * (sigma_q**2 + sigma_k**2))
+    assert not r.passed and r.mistake == "variances_added" and "product" in r.message
+
+
+def test_dot_product_variance_returned_as_a_torch_scalar_passes():
+    def with_torch(d_k, mu_q, sigma_q, mu_k, sigma_k):
+        t = torch.tensor([mu_q, sigma_q, mu_k, sigma_k], dtype=torch.float64)
+        mq, sq, mk, sk = t
+        return d_k * (sq**2 * sk**2 + sq**2 * mk**2 + mq**2 * sk**2)
+
+    assert check("dot_product_variance", with_torch).passed
+
+
+def test_softmax_jacobian_for_one_vector_only_is_named_on_batches():
+    def one_vector(x):
+        e = np.exp(x - x.max())
+        p = e / e.sum()
+        return np.diag(p) - np.outer(p, p)
+
+    r = check("softmax_jacobian", one_vector)
+    assert not r.passed and r.mistake == "one_vector_only" and "broadcasting" in r.message
+
+
+def test_softmax_jacobian_einsum_solution_passes():
+    def with_einsum(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        p = e / e.sum(-1, keepdims=True)
+        return np.einsum("...i,ij->...ij", p, np.eye(p.shape[-1])) - np.einsum("...i,...j->...ij", p, p)
+
+    assert check("softmax_jacobian", with_einsum).passed

@@ -66,6 +66,27 @@ def _lookup_keys_as_values(query, keys, values):
     return _softmax(_np(query) @ _np(keys).T) @ _np(keys)
 
 
+def _lookup_scaled(query, keys, values):
+    q, k = _np(query), _np(keys)
+    return _softmax(q @ k.T / np.sqrt(q.shape[-1])) @ _np(values)
+
+
+def _lookup_weights_transposed(query, keys, values):
+    return _softmax(_np(query) @ _np(keys).T).T @ _np(values)   # (S, L) @ (S, Ev): L = S only
+
+
+def _lookup_global_max(query, keys, values):
+    s = _np(query) @ _np(keys).T
+    e = np.exp(s - s.max())                 # one maximum for all queries
+    return (e / e.sum(axis=-1, keepdims=True)) @ _np(values)
+
+
+def _lookup_whole_array(query, keys, values):
+    s = _np(query) @ _np(keys).T
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (e / e.sum()) @ _np(values)     # normalised over all queries at once
+
+
 def _lookup_cases():
     rng = np.random.default_rng(101)
     c = []
@@ -125,6 +146,28 @@ register(Exercise(
         Mistake("keys_as_values", "Averaging the keys",
                 "The weights must average the values, not the keys: return weights @ values.",
                 _lookup_keys_as_values),
+        Mistake("scaled_by_sqrt_E", "Scores divided by √E",
+                "This lookup uses the plain dot product q·k (inverse temperature β = 1), as in the "
+                "chapter's soft-versus-hard experiment. Dividing by √E is the scaled attention of the "
+                "apple example, a different function; chapter 3 explains when that scale is wanted. "
+                "Leave the scores unscaled here.",
+                _lookup_scaled),
+        Mistake("weights_transposed", "The weights are transposed",
+                "Your weights have one row per key instead of one row per query: (S, L) instead of "
+                "(L, S). That raises an error when L ≠ S and silently mixes up queries and keys when "
+                "L = S. Row i of the weights belongs to query i; multiply the (L, S) weights by the "
+                "(S, Ev) values.",
+                _lookup_weights_transposed),
+        Mistake("global_max", "One maximum for all queries",
+                "Subtracting one maximum for the whole score matrix is exact in theory, but a query "
+                "whose scores are all far below that maximum underflows to exp(...) = 0 for every key, "
+                "and 0 / 0 is NaN. Subtract each query's own maximum (the max over its row of scores).",
+                _lookup_global_max),
+        Mistake("whole_array", "Normalised over all queries at once",
+                "You divide by the sum of ALL the weights in the (L, S) matrix, so each query's weights "
+                "sum to less than 1 (1/L on average). Each query has its own budget: normalise every "
+                "row separately, over the keys.",
+                _lookup_whole_array),
         Mistake("naive_exp", "Overflow in exp",
                 "Correct on small scores but NaN on large ones: exp(800) overflows to inf and inf/inf is "
                 "NaN. Subtract each row's maximum score before exp; the softmax does not change.",
@@ -202,6 +245,39 @@ def _ln_float_log_ratio(n, kernel_size, dilation_base=1):
     return max(0, math.ceil(np.log(1 + (n - 1) * (b - 1) / (k - 1)) / np.log(b)))
 
 
+def _ln_dilation_from_b(n, kernel_size, dilation_base=1):
+    k, b = int(kernel_size), int(dilation_base)
+    return _layers(n, k, b, gain=lambda layer: (k - 1) * b ** (layer + 1))
+
+
+def _ln_no_overlap_dilated_only(n, kernel_size, dilation_base=1):
+    k, b = int(kernel_size), int(dilation_base)
+    if b == 1:
+        return layers_needed_reference(n, k, b)
+    return _layers(n, k, b, start=0, gain=lambda layer: k * b ** layer)
+
+
+def _ln_strict_plain_only(n, kernel_size, dilation_base=1):
+    k, b = int(kernel_size), int(dilation_base)
+    if b == 1:
+        return math.ceil(int(n) / (k - 1))          # m(k - 1) >= n: one layer too many
+    return layers_needed_reference(n, k, b)
+
+
+def _ln_rounds_down(n, kernel_size, dilation_base=1):
+    n, k, b = int(n), int(kernel_size), int(dilation_base)
+    if b == 1:
+        return (n - 1) // (k - 1)
+    return layers_needed_reference(n, k, b)
+
+
+def _ln_rounds_down_log(n, kernel_size, dilation_base=1):
+    n, k, b = int(n), int(kernel_size), int(dilation_base)
+    if b == 1:
+        return int((n - 1) / (k - 1))
+    return int(math.log(1 + (n - 1) * (b - 1) / (k - 1), b) + 1e-9)
+
+
 def _ln_cases():
     grid = [((2, 3), "two tokens, kernel 3"),
             ((10, 3), "n = 10, kernel 3"),
@@ -248,15 +324,27 @@ register(Exercise(
                 "You let each layer add k new positions (m layers see m·k). Consecutive windows share "
                 "one position, the output's own, so a layer adds only k - 1 taps' worth: (k - 1)·b**l "
                 "for layer l. Start from 1 (the token itself) and add (k - 1)·b**l per layer.",
-                _ln_no_overlap),
+                _ln_no_overlap, variants=(_ln_no_overlap_dilated_only,)),
         Mistake("strict", "One layer too many: the window must cover n positions, not more",
                 "Token 1 and token n are n - 1 apart, so a window of exactly n positions links them. "
-                "Stop as soon as the receptive field is at least n (>=), not greater than n.",
-                _ln_strict),
+                "Stop as soon as the receptive field is at least n (>=), not greater than n. In a "
+                "closed form the same slip is solving m·(k - 1) >= n, which forgets that the window "
+                "already holds the token itself: 1 + m·(k - 1) >= n.",
+                _ln_strict, variants=(_ln_strict_plain_only,)),
         Mistake("distance", "One layer short: the window counts positions, not the distance",
                 "A window that covers n - 1 positions reaches from token n back to token 2 only. "
                 "The receptive field counts positions including the token itself; it must reach n.",
                 _ln_distance),
+        Mistake("rounds_down", "Rounded down: a fraction of a layer is still a layer",
+                "When (n - 1)/(k - 1) is not a whole number, m layers fall short and the window needs "
+                "one more: round UP (the ceiling), or count layers until the window covers n. "
+                "int() and // round down.",
+                _ln_rounds_down, variants=(_ln_rounds_down_log,)),
+        Mistake("dilation_from_b", "The first layer's taps are already spread out",
+                "Layer l counts from 0, so the first layer has dilation b**0 = 1: its taps are "
+                "neighbours. Starting the spacing at b (b, b², …) skips the first layer's "
+                "contribution and overestimates the reach.",
+                _ln_dilation_from_b),
         Mistake("ignores_dilation", "The dilation is ignored",
                 "With dilation_base b, layer l spaces its taps b**l apart, so it widens the window by "
                 "(k - 1)·b**l, not by k - 1. The depth then grows like a logarithm of n, not linearly.",

@@ -193,7 +193,8 @@ def _attend(q, k, v, mask=None, *, scale="sqrt", axis=-1, fill="-inf", after=Fal
     E = q.shape[-1]
     kt = {"swap": np.swapaxes(k, -1, -2), "T": k.T, "none": k}[kT]
     scores = q @ kt  # (..., L, E) @ (..., E, S) -> (..., L, S) when kT is right
-    scores = scores / {"sqrt": math.sqrt(E), "one": 1.0, "E": float(E)}[scale]
+    scores = scores / {"sqrt": math.sqrt(E), "one": 1.0, "E": float(E),
+                       "S": math.sqrt(k.shape[-2])}[scale]
     if mask is not None and not after:
         m = _f64(mask) != 0
         if fill in ("-inf", "-1e9"):
@@ -328,6 +329,11 @@ register(Exercise(
                 "E, so its standard deviation is √E: divide the scores by np.sqrt(E), not by E (that "
                 "over-flattens the weights).",
                 fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, scale="E")),
+        Mistake("scaled_by_num_keys", "Divided by √S, the number of keys",
+                "The scale undoes the spread of ONE dot product q·k, a sum of E products (E = the width "
+                "of the queries and keys, q.shape[-1]). The number of keys S does not change that spread: "
+                "divide by √E, not by √S.",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, scale="S")),
         Mistake("softmax_over_queries", "Softmax over the query axis",
                 "Your weights sum to 1 down each column of the (L, S) score matrix, i.e. over the "
                 "queries. Each query shares its attention among the keys: take the softmax along the "
@@ -419,13 +425,14 @@ def cross_attention_reference(x, y, w_q, w_k, w_v):
     return _stable_softmax(scores, axis=-1) @ v   # (L, S) @ (S, d_v) -> (L, d_v)
 
 
-def _cross(x, y, w_q, w_k, w_v, *, qs="x", ks="y", vs="y", wv="v", scale="k", axis=-1, wT=False):
+def _cross(x, y, w_q, w_k, w_v, *, qs="x", ks="y", vs="y", wk="k", wv="v", scale="k", axis=-1,
+           wT=False):
     """The reference with one thing changed; each keyword is one misconception."""
     x, y, w_q, w_k, w_v = map(_f64, (x, y, w_q, w_k, w_v))
     src = {"x": x, "y": y}
     q = src[qs] @ w_q
-    k = src[ks] @ w_k
-    v = src[vs] @ (w_v if wv == "v" else w_k)
+    k = src[ks] @ (w_k if wk == "k" else w_v)
+    v = src[vs] if wv == "none" else src[vs] @ (w_v if wv == "v" else w_k)
     d = {"k": q.shape[-1], "v": v.shape[-1], "model": x.shape[-1], "one": 1}[scale]
     weights = _stable_softmax(q @ k.T / math.sqrt(d), axis=axis)
     if wT:
@@ -493,6 +500,18 @@ register(Exercise(
                 "'her' received 'a female person', not 'Anna'). Project the values with their own "
                 "matrix: V = y @ w_v, of width d_v.",
                 lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, wv="k")),
+        Mistake("projections_swapped", "w_k and w_v swapped",
+                "Your keys are y @ w_v and your values y @ w_k. The key projection is the one whose "
+                "output is compared with the queries, so it must have the queries' width d_k: "
+                "K = y @ w_k (d_k columns), V = y @ w_v (d_v columns). With d_v ≠ d_k the swap cannot "
+                "even be multiplied; with d_v = d_k it silently matches on the content and delivers "
+                "the labels.",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, wk="v", wv="k")),
+        Mistake("values_not_projected", "The values are y itself",
+                "You averaged the raw tokens of y, so the output has y's width d_y. Each token hands "
+                "over its value, its content projected by w_v: V = y @ w_v, which makes the output "
+                "(L, d_v).",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, wv="none")),
         Mistake("scaled_by_d_v", "Scaled by √d_v instead of √d_k",
                 "The scale undoes the spread of the dot products q·k, which sum d_k products: divide by "
                 "√d_k (the width of the queries and keys), not by the width of the values.",

@@ -70,6 +70,16 @@ def _dpv_one_cross_term(d_k, mu_q, sigma_q, mu_k, sigma_k):
     return d * (sq**2 * sk**2 + mq**2 * sk**2)
 
 
+def _dpv_sqrt_d(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    return dot_product_variance_reference(d, mq, sq, mk, sk) / d * d**0.5
+
+
+def _dpv_variances_added(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    return d * (sq**2 + sk**2)
+
+
 def _dpv_cases():
     grid = [((64, 0.0, 1.0, 0.0, 1.0), "unit-variance components of mean 0, d_k = 64"),
             ((16, 0.0, 2.0, 0.0, 0.5), "mean 0, σ_q = 2, σ_k = 0.5, d_k = 16"),
@@ -137,6 +147,16 @@ register(Exercise(
                 "independent, and the variance of a sum of independent terms is the sum of their "
                 "variances: d_k · Var(q_i k_i).",
                 _dpv_d_squared),
+        Mistake("sqrt_d_k", "√d_k instead of d_k",
+                "√d_k is how the STANDARD DEVIATION of q·k grows (that is why the scores are divided by "
+                "√d_k). The variance is its square: the d_k independent terms each add their variance, "
+                "so the sum has d_k times the variance of one term.",
+                _dpv_sqrt_d),
+        Mistake("variances_added", "The variances of q_i and k_i added",
+                "q_i k_i is a product, not a sum: Var(q_i + k_i) = σ_q² + σ_k², but the variance of a "
+                "product of independent numbers is E[q_i²] E[k_i²] - (E[q_i] E[k_i])². Work it out "
+                "from the second moments.",
+                _dpv_variances_added),
         Mistake("one_cross_term", "Only one of the two cross terms",
                 "Both means enter symmetrically: Var(q_i k_i) = σ_q²σ_k² + σ_q²μ_k² + μ_q²σ_k². You "
                 "kept μ_q²σ_k² but dropped σ_q²μ_k².",
@@ -207,6 +227,11 @@ def _jac_naive_exp(x):
     return p[..., :, None] * np.eye(p.shape[-1]) - p[..., :, None] * p[..., None, :]
 
 
+def _jac_one_vector_only(x):
+    p = _softmax(_np(x))
+    return np.diag(p) - np.outer(p, p)   # right for one vector; raises or is wrong for a batch
+
+
 def _jac_cases():
     rng = np.random.default_rng(304)
     return [
@@ -258,6 +283,12 @@ register(Exercise(
                 "diag(p) - p pᵀ needs the probabilities p = softmax(x), not the logits x themselves. "
                 "Compute p first.",
                 _jac_uses_x),
+        Mistake("one_vector_only", "Right for one vector, not for a batch",
+                "np.diag and np.outer treat their input as ONE vector: for a batch (..., n), np.diag "
+                "takes a diagonal and np.outer flattens everything. Build the (..., n, n) result by "
+                "broadcasting instead: give p a new axis for i and another for j, and use np.eye(n) "
+                "for the diagonal.",
+                _jac_one_vector_only),
         Mistake("wrong_axis", "Softmax over the batch axis",
                 "For a batch (..., n) the softmax runs over the last axis; yours normalised over "
                 "axis 0. Use axis=-1 (and keepdims=True when you subtract the max and divide).",
