@@ -162,8 +162,9 @@ register(Exercise(
                 "kept μ_q²σ_k² but dropped σ_q²μ_k².",
                 _dpv_one_cross_term),
     ],
-    hint="Split q·k into d_k independent terms q_i k_i: their variances add. For one term use "
-         "Var(X) = E[X²] - E[X]², independence (E[q_i² k_i²] = E[q_i²] E[k_i²]) and E[q_i²] = σ² + μ².",
+    hint="Split q·k into its d_k independent terms q_i k_i: how do the variances of independent terms "
+         "combine? For one term, start from Var(X) = E[X²] - E[X]². Which expectations does independence "
+         "let you split, and what is E[q_i²] for a number with mean μ_q and standard deviation σ_q?",
 ))
 
 # --------------------------------------------------------------------------- softmax_jacobian
