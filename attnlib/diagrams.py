@@ -43,7 +43,7 @@ def token_paths(n: int = 8, kernel_size: int = 3):
         ax.annotate("", (t, 0.75), (t, 0.25), arrowprops={"arrowstyle": "->", "lw": 0.8, "color": "gray"})
     for t in range(n - 1):
         ax.annotate("", (t + 0.75, 1), (t + 0.25, 1), arrowprops={"arrowstyle": "->", "lw": 1.6, "color": "C3"})
-    ax.set_title(f"RNN: {n - 1} hops in a row", fontsize=9)
+    ax.set_title(f"RNN: input, then {n - 1} hops in a row", fontsize=9)
     # CNN: what output n reads, layer by layer, from the top down
     ax = axes[1]
     for layer in range(m + 1):
