@@ -223,3 +223,11 @@ def test_layers_needed_recursive_solution_passes():
                          field + (kernel_size - 1) * dilation_base ** layers)
 
     assert check("layers_needed", recursive).passed
+
+
+def test_layers_needed_log_formula_for_plain_layers_is_named():
+    def always_log(n, kernel_size, dilation_base=1):
+        return math.ceil(math.log(n, kernel_size) - 1e-9) if n > 1 else 0
+
+    r = check("layers_needed", always_log)
+    assert not r.passed and r.mistake == "log_for_plain" and "k - 1 per layer" in r.message

@@ -158,3 +158,21 @@ def test_softmax_jacobian_einsum_solution_passes():
         return np.einsum("...i,ij->...ij", p, np.eye(p.shape[-1])) - np.einsum("...i,...j->...ij", p, p)
 
     assert check("softmax_jacobian", with_einsum).passed
+
+
+def test_standard_deviation_instead_of_variance_is_named():
+    def std(d_k, mu_q, sigma_q, mu_k, sigma_k):
+        return math.sqrt(d_k * (sigma_q**2 * sigma_k**2 + sigma_q**2 * mu_k**2 + mu_q**2 * sigma_k**2))
+
+    r = check("dot_product_variance", std)
+    assert not r.passed and r.mistake == "std_not_variance" and "square root" in r.message
+
+
+def test_softmax_jacobian_with_every_sign_flipped_is_named():
+    def flipped(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        p = e / e.sum(-1, keepdims=True)
+        return p[..., :, None] * p[..., None, :] - p[..., :, None] * np.eye(p.shape[-1])
+
+    r = check("softmax_jacobian", flipped)
+    assert not r.passed and r.mistake == "negated" and "positive" in r.message

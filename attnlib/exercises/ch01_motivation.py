@@ -278,6 +278,15 @@ def _ln_rounds_down_log(n, kernel_size, dilation_base=1):
     return int(math.log(1 + (n - 1) * (b - 1) / (k - 1), b) + 1e-9)
 
 
+def _ln_log_for_plain(n, kernel_size, dilation_base=1):
+    n, k = int(n), int(kernel_size)
+    layers, reach = 0, 1
+    while reach < n:                       # ceil(log_k n), counted in integers
+        reach *= k
+        layers += 1
+    return layers
+
+
 def _ln_cases():
     grid = [((2, 3), "two tokens, kernel 3"),
             ((10, 3), "n = 10, kernel 3"),
@@ -353,6 +362,11 @@ register(Exercise(
                 "The chapter's closed form k**m holds when the dilations are 1, k, k², … (b = k). For "
                 "another base add up what each layer contributes, (k - 1)·b**l, instead of copying k**m.",
                 _ln_dilation_is_k),
+        Mistake("log_for_plain", "The dilated formula used for plain layers",
+                "⌈log_k n⌉ counts layers whose taps are k**l apart, so the window multiplies by k per "
+                "layer. Plain layers (dilation_base = 1) have neighbouring taps and widen the window "
+                "by only k - 1 per layer: the depth grows linearly with n.",
+                _ln_log_for_plain),
         Mistake("float_log", "Rounding error in a floating-point logarithm",
                 "Your closed form is right, but a float logarithm is not exact: math.log(125, 5) is "
                 "3.0000000000000004, and its ceiling 4 is one layer too many. Count in integers: add "

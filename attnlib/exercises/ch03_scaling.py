@@ -80,6 +80,10 @@ def _dpv_variances_added(d_k, mu_q, sigma_q, mu_k, sigma_k):
     return d * (sq**2 + sk**2)
 
 
+def _dpv_std(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    return dot_product_variance_reference(d_k, mu_q, sigma_q, mu_k, sigma_k) ** 0.5
+
+
 def _dpv_cases():
     grid = [((64, 0.0, 1.0, 0.0, 1.0), "unit-variance components of mean 0, d_k = 64"),
             ((16, 0.0, 2.0, 0.0, 0.5), "mean 0, σ_q = 2, σ_k = 0.5, d_k = 16"),
@@ -152,6 +156,10 @@ register(Exercise(
                 "√d_k). The variance is its square: the d_k independent terms each add their variance, "
                 "so the sum has d_k times the variance of one term.",
                 _dpv_sqrt_d),
+        Mistake("std_not_variance", "The standard deviation instead of the variance",
+                "Your numbers are the square roots of the variance: the standard deviation of q·k. "
+                "The question asks for the variance itself; do not take the square root at the end.",
+                _dpv_std),
         Mistake("variances_added", "The variances of q_i and k_i added",
                 "q_i k_i is a product, not a sum: Var(q_i + k_i) = σ_q² + σ_k², but the variance of a "
                 "product of independent numbers is E[q_i²] E[k_i²] - (E[q_i] E[k_i])². Work it out "
@@ -233,6 +241,10 @@ def _jac_one_vector_only(x):
     return np.diag(p) - np.outer(p, p)   # right for one vector; raises or is wrong for a batch
 
 
+def _jac_negated(x):
+    return -softmax_jacobian_reference(x)
+
+
 def _jac_cases():
     rng = np.random.default_rng(304)
     return [
@@ -280,6 +292,11 @@ register(Exercise(
                 "∂p_i/∂x_j = p_i(δ_ij - p_j): the outer product is subtracted. A quick check: each row "
                 "of J sums to 0 because the weights always sum to 1.",
                 _jac_plus_outer),
+        Mistake("negated", "Every sign is flipped: p pᵀ - diag(p)",
+                "Raising x_i raises p_i, so the diagonal entries p_i(1 - p_i) must be positive, and it "
+                "lowers every other p_j, so the off-diagonal entries -p_i p_j are negative. Yours has "
+                "the opposite signs: subtract the outer product from diag(p), not the other way round.",
+                _jac_negated),
         Mistake("uses_x", "The formula applied to the logits",
                 "diag(p) - p pᵀ needs the probabilities p = softmax(x), not the logits x themselves. "
                 "Compute p first.",
