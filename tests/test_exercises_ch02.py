@@ -255,7 +255,7 @@ def test_every_catalogued_attention_mistake_differs_from_the_reference_on_some_c
             try:
                 with np.errstate(all="ignore"):  # the overflow mistake makes NaN on purpose
                     got = m.fn(*c.args, **c.kwargs)
-            except ValueError:
+            except (ValueError, IndexError):  # shape errors: matmul (ValueError), boolean index (IndexError)
                 differs.append(True)
                 continue
             differs.append(got.shape != want.shape or not np.allclose(got, want, equal_nan=True))
@@ -382,3 +382,26 @@ def test_cross_attention_with_unprojected_values_is_named():
 
     r = check("cross_attention", raw_values)
     assert not r.passed and r.mistake == "values_not_projected" and "V = y @ w_v" in r.message
+
+
+def test_boolean_indexing_with_a_shared_mask_is_named_not_a_bare_index_error():
+    def bool_index(q, k, v, mask=None):
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        if mask is not None:
+            s[~mask] = -np.inf
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return w / w.sum(-1, keepdims=True) @ v
+
+    r = check("attention", bool_index)
+    assert not r.passed and r.mistake == "bool_index_no_broadcast" and "np.where" in r.message
+
+
+def test_boolean_indexing_after_broadcasting_the_mask_passes():
+    def bool_index_broadcast(q, k, v, mask=None):
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        if mask is not None:
+            s[~np.broadcast_to(mask, s.shape)] = -np.inf
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return w / w.sum(-1, keepdims=True) @ v
+
+    assert check("attention", bool_index_broadcast).passed

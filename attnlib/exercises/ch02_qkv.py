@@ -217,6 +217,19 @@ def _attend(q, k, v, mask=None, *, scale="sqrt", axis=-1, fill="-inf", after=Fal
     return weights @ v
 
 
+def _attention_bool_index(q, k, v, mask=None):
+    """``scores[~mask] = -inf``: right when the mask has the scores' exact shape, an
+    IndexError when it only broadcasts to them (one (L, S) mask for a batch)."""
+    q, k, v = _f64(q), _f64(k), _f64(v)
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])   # (..., L, S)
+    if mask is not None:
+        m = np.asarray(mask) != 0
+        if m.shape != scores.shape:
+            raise IndexError(f"boolean index of shape {m.shape} does not match scores {scores.shape}")
+        scores[~m] = -np.inf
+    return _stable_softmax(scores, axis=-1) @ v
+
+
 def _attention_loops(q, k, v, mask=None):
     """Correct, but one Python step per multiply-add: the triple loop over i, j, e."""
     q, k, v = _f64(q), _f64(k), _f64(v)
@@ -365,6 +378,13 @@ register(Exercise(
                 "True, np.where(mask, scores, -np.inf). (nn.MultiheadAttention uses the opposite "
                 "convention.)",
                 fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, fill="inverted")),
+        Mistake("bool_index_no_broadcast", "Boolean indexing with a mask that only broadcasts",
+                "scores[~mask] = -np.inf works only when the mask has exactly the scores' shape. "
+                "A mask of shape (L, S) shared by a whole batch of (B, L, S) scores broadcasts in "
+                "arithmetic, but not as a boolean index, so it raises IndexError. Use an operation "
+                "that broadcasts, np.where(mask, scores, -np.inf), or broadcast the mask to the "
+                "scores' shape first.",
+                fn=_attention_bool_index),
         Mistake("softmax_overflow", "The softmax overflows on large scores",
                 "Right for small scores, NaN for large ones: exp of a score above ~709 is inf in "
                 "float64, and inf / inf is NaN. Subtract each row's maximum score before exp "
