@@ -128,3 +128,13 @@ def test_query_grad_norms_can_return_each_rows_largest_weight_without_changing_t
     norms, top = sc.query_grad_norms(64, n=300, scaled=False, seed=2, with_max_weight=True)
     np.testing.assert_array_equal(plain, norms)
     assert top.shape == (300,) and ((1 / 16 <= top) & (top <= 1 + 1e-6)).all()
+
+
+@pytest.mark.parametrize("S", [2, 8, 16, 64])
+def test_softmax_jacobian_norm_of_uniform_weights_is_sqrt_S_minus_1_over_S(S):
+    # chapter 3: a too-hot softmax keeps a large Jacobian, so gradient size cannot detect it
+    uniform = sc.saturation(np.zeros((1, S)))["jacobian_norm"]
+    assert uniform == pytest.approx(math.sqrt(S - 1) / S, rel=1e-12)
+    rng = np.random.default_rng(S)
+    hot = sc.saturation(rng.standard_normal((200, S)) / 100)["jacobian_norm"]   # τ = 100
+    assert hot == pytest.approx(uniform, rel=0.01)
