@@ -7,18 +7,32 @@ the question and the choices without giving the answer away.
 Example::
 
     >>> al.quiz.question("Why scale by 1/sqrt(d_k)?", [
-    ...     ("To keep the variance of the scores near 1", True, "Right: Var(q.k) = d_k."),
+    ...     ("To keep the variance of the scores near 1", True, "Var(q.k) = d_k."),
     ...     ("To make the scores positive", False, "Scaling by a positive number keeps signs."),
     ... ])
 """
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 
 __all__ = ["Question", "question"]
 
 _LETTERS = "ABCDEFGH"
+
+# a verdict word at the start of a feedback text: the quiz prints its own verdict first
+_VERDICT = re.compile(r"^\s*(?:right|correct|wrong|incorrect|not quite|yes|no)\b[\s.:;,!—–-]*",
+                      re.IGNORECASE)
+
+
+def _without_verdict(feedback: str) -> str:
+    """``feedback`` without a leading "Right." / "Correct:" / "No:" (the quiz already says
+    "Correct." or "Not quite." before it), with its first letter capitalised."""
+    rest = _VERDICT.sub("", feedback, count=1)
+    if not rest.strip():        # the feedback was only a verdict word: keep it
+        return feedback
+    return rest[:1].upper() + rest[1:]
 
 
 @dataclass
@@ -50,6 +64,7 @@ class Question:
         items = []
         for i, (text, correct, feedback) in enumerate(self.choices):
             verdict = "Correct." if correct else "Not quite."
+            feedback = _without_verdict(feedback)
             cls = "attnlib-quiz-right" if correct else "attnlib-quiz-wrong"
             colour = "#1a7f37" if correct else "#cf222e"
             items.append(
@@ -71,6 +86,8 @@ def question(prompt: str, choices: list, qid: str = "") -> Question:
     Args:
         prompt: the question (plain text; write maths in Unicode, e.g. √d_k).
         choices: ``(text, correct, feedback)`` triples, at most 8; at least one is correct.
+            The page prints "Correct." or "Not quite." before each feedback, so the
+            feedback starts with the reason; a leading "Right." or "No:" is dropped.
         qid: optional HTML id. Default: ``""``.
 
     Returns:

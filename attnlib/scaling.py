@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 __all__ = ["dot_products", "dot_product_moments", "softmax_np", "softmax_jacobian_np",
-           "saturation", "random_logits"]
+           "saturation", "random_logits", "query_grad_norms", "grad_summary", "linear_init_scores"]
 
 
 def dot_products(d_k: int, n: int, rng: np.random.Generator, *, sigma_q: float = 1.0,
@@ -69,7 +69,9 @@ def saturation(logits: np.ndarray) -> dict:
     """How saturated the softmax of each row of ``logits`` (shape ``(N, S)``) is.
 
     Returns a dict of averages over the rows:
-    ``max_weight`` (largest weight, 1/S = uniform, 1 = one-hot), ``entropy`` (nats;
+    ``max_weight`` (largest weight, 1/S = uniform, 1 = one-hot), ``selectivity`` (the
+    largest weight rescaled so that uniform weights give 0 and one-hot weights 1: how
+    much the row singles out one key), ``entropy`` (nats;
     ln S = uniform, 0 = one-hot) and ``jacobian_norm`` (Frobenius norm of
     ``diag(p) - p pᵀ``: how much the weights can still move, 0 = frozen), and
     ``jacobian_norm_median``, the same norm for the typical (median) row.
@@ -77,6 +79,72 @@ def saturation(logits: np.ndarray) -> dict:
     p = softmax_np(logits)                               # (N, S)
     ent = -(p * np.log(np.where(p > 0, p, 1.0))).sum(-1)  # 0·log 0 = 0
     jac = np.linalg.norm(softmax_jacobian_np(p), axis=(-2, -1))
+    S = p.shape[-1]
     return {"max_weight": float(p.max(-1).mean()), "entropy": float(ent.mean()),
+            "selectivity": float(((p.max(-1) - 1 / S) / (1 - 1 / S)).mean()),
             "jacobian_norm": float(jac.mean()),
             "jacobian_norm_median": float(np.median(jac))}
+
+
+def query_grad_norms(d_k: int, *, S: int = 16, n: int = 2000, d_v: int = 16, scaled: bool = True,
+                     seed: int = 0, chunk: int = 250, with_max_weight: bool = False):
+    """``‖∂L/∂q‖`` for ``n`` independent draws of one attention row, by autograd.
+
+    Each draw has a query ``q`` ``(d_k,)``, keys ``K`` ``(S, d_k)`` and values ``V``
+    ``(S, d_v)`` with independent N(0, 1) components, the output
+    ``o = softmax(K q · c) V`` with ``c = 1/√d_k`` (``scaled``) or ``c = 1``, and the loss
+    ``L = g·o`` for a random upstream gradient ``g ~ N(0, I)``. The gradient that reaches
+    ``q`` is ``c Kᵀ J V g`` (``J`` the softmax Jacobian): it carries the factor ``K``, not
+    only ``J``.
+
+    Returns:
+        ``(n,)`` gradient norms, one per draw (computed in float32, returned as float64);
+        with ``with_max_weight=True`` also the ``(n,)`` largest softmax weight of each draw.
+    """
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    c = 1 / math.sqrt(d_k) if scaled else 1.0
+    norms, tops = [], []
+    for start in range(0, n, chunk):
+        m = min(chunk, n - start)
+        q = torch.randn(m, d_k, 1, generator=g, dtype=torch.float32).requires_grad_(True)  # (m, E, 1)
+        K = torch.randn(m, S, d_k, generator=g)                       # (m, S, E)
+        V = torch.randn(m, S, d_v, generator=g)                       # (m, S, Ev)
+        up = torch.randn(m, d_v, generator=g)                         # (m, Ev)
+        w = torch.softmax((K @ q)[..., 0] * c, dim=-1)     # (m, S, E) @ (m, E, 1) -> (m, S)
+        out = (w[:, None, :] @ V)[:, 0]                    # (m, 1, S) @ (m, S, Ev) -> (m, Ev)
+        (grad,) = torch.autograd.grad((out * up).sum(), q)  # draws are independent: one backward
+        norms.append(grad[..., 0].norm(dim=-1))
+        tops.append(w.detach().max(dim=-1).values)
+    out = torch.cat(norms).double().numpy()
+    return (out, torch.cat(tops).double().numpy()) if with_max_weight else out
+
+
+def grad_summary(norms: np.ndarray, small: float = 1e-3) -> dict:
+    """Mean, median and the share of draws below ``small`` of gradient norms."""
+    norms = np.asarray(norms)
+    return {"mean": float(norms.mean()), "median": float(np.median(norms)),
+            "small": float((norms < small).mean())}
+
+
+def linear_init_scores(d_model: int, d_k: int, *, n: int = 4096, seed: int = 0) -> dict:
+    """Scores of queries and keys from ``torch.nn.Linear(d_model, d_k)`` layers with
+    PyTorch's default initialisation, for ``n`` pairs of unit-variance input tokens.
+
+    Returns a dict: ``var_q`` (the variance of one component of ``q``, averaged over the
+    components), ``var_k``, ``var_score`` (the variance of ``q·k`` over the pairs) and
+    ``var_scaled`` (of ``q·k/√d_k``).
+    """
+    import torch
+
+    torch.manual_seed(seed)
+    w_q, w_k = torch.nn.Linear(d_model, d_k), torch.nn.Linear(d_model, d_k)   # default init
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(n, d_model, generator=g)     # (n, d_model): the token asking
+    y = torch.randn(n, d_model, generator=g)     # (n, d_model): another token
+    with torch.no_grad():
+        q, k = w_q(x), w_k(y)                    # (n, d_k) each
+        dots = (q * k).sum(-1).double()          # (n,): one score per pair
+    return {"var_q": float(q.var(0).mean()), "var_k": float(k.var(0).mean()),
+            "var_score": float(dots.var()), "var_scaled": float((dots / math.sqrt(d_k)).var())}

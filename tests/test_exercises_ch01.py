@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from attnlib.exercises import check
-from attnlib.exercises.ch01_motivation import receptive_field_reference, soft_lookup_reference
+from attnlib.exercises.ch01_motivation import layers_needed_reference, soft_lookup_reference
 from attnlib import motivation
 
-NAMES = ["soft_lookup", "receptive_field"]
+NAMES = ["soft_lookup", "layers_needed"]
 
 
 # --------------------------------------------------------------------------- soft_lookup
@@ -54,27 +54,180 @@ def test_soft_lookup_weights_rows_sum_to_one():
     assert (w > 0).all()
 
 
-# --------------------------------------------------------------------------- receptive_field
+# --------------------------------------------------------------------------- layers_needed
 
-@pytest.mark.parametrize("dilated", [False, True])
+@pytest.mark.parametrize("base", [1, 2, 3, 5])
 @pytest.mark.parametrize("k", [2, 3, 5])
-@pytest.mark.parametrize("L", [0, 1, 2, 4])
-def test_receptive_field_reference_matches_measured_reach(L, k, dilated):
-    n = 700
-    assert motivation.conv_reach(n, L, k, dilated=dilated).sum() == receptive_field_reference(L, k, dilated)
+@pytest.mark.parametrize("n", [1, 2, 9, 10, 27, 100, 125, 126, 400])
+def test_layers_needed_reference_matches_measured_reach(n, k, base):
+    # the fewest layers after which conv_reach (propagated, not a formula) links token 1 and n
+    if base > k:
+        pytest.skip("a base above the kernel size leaves gaps in the window (outside the exercise)")
+    m = layers_needed_reference(n, k, base)
+    assert motivation.conv_reach(n, m, k, dilation_base=base)[n - 1]
+    if m > 0:
+        assert not motivation.conv_reach(n, m - 1, k, dilation_base=base)[n - 1]
 
 
-def test_receptive_field_accepts_a_simulation_solution():
-    def simulate(num_layers, kernel_size, dilated=False):
-        seen = {0}
-        for layer in range(num_layers):
-            gap = kernel_size ** layer if dilated else 1
+def test_layers_needed_agrees_with_the_chapters_closed_forms():
+    for n in (2, 10, 101, 1000):
+        for k in (2, 3, 5):
+            assert layers_needed_reference(n, k) == math.ceil((n - 1) / (k - 1))
+            assert k ** (layers_needed_reference(n, k, k) - 1) < n <= k ** layers_needed_reference(n, k, k)
+
+
+def test_layers_needed_accepts_a_simulation_solution():
+    def simulate(n, kernel_size, dilation_base=1):
+        seen, m = {0}, 0
+        while n - 1 not in seen:
+            gap = dilation_base ** m
             seen = {s + t * gap for s in seen for t in range(kernel_size)}
-        return len(seen)
+            m += 1
+        return m
 
-    assert check("receptive_field", simulate).passed
+    assert check("layers_needed", simulate).passed
 
 
-def test_receptive_field_wrong_type_is_reported_not_raised():
-    r = check("receptive_field", lambda L, k, dilated=False: "many")
+def test_layers_needed_accepts_an_exact_integer_closed_form_returned_as_float():
+    def closed_form(n, kernel_size, dilation_base=1):
+        if dilation_base == 1:
+            return float(-(-(n - 1) // (kernel_size - 1)))      # ceil in integers, returned as 25.0
+        m = 0
+        while 1 + (kernel_size - 1) * (dilation_base ** m - 1) // (dilation_base - 1) < n:
+            m += 1
+        return m
+
+    assert check("layers_needed", closed_form).passed
+
+
+def test_layers_needed_float_log_is_named_with_the_case_that_breaks_it():
+    def with_log(n, kernel_size, dilation_base=1):
+        if dilation_base == 1:
+            return math.ceil((n - 1) / (kernel_size - 1))
+        target = 1 + (n - 1) * (dilation_base - 1) / (kernel_size - 1)
+        return math.ceil(math.log(target) / math.log(dilation_base))
+
+    r = check("layers_needed", with_log)
+    assert r.mistake == "float_log" and "math.log(125, 5)" in r.message
+
+
+def test_copying_the_receptive_field_formula_for_k_only_is_named():
+    def copied(n, kernel_size, dilation_base=1):
+        m = 0
+        while (kernel_size ** m if dilation_base > 1 else 1 + m * (kernel_size - 1)) < n:
+            m += 1
+        return m
+
+    assert check("layers_needed", copied).mistake == "dilation_is_k"
+
+
+def test_layers_needed_wrong_type_is_reported_not_raised():
+    r = check("layers_needed", lambda n, k, dilation_base=1: "many")
     assert r.status == "failed"
+
+
+# --------------------------------------------------------------------------- wrong answers a learner writes
+
+def _stable(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_soft_lookup_divided_by_sqrt_E_like_the_apple_example_is_named():
+    def scaled(query, keys, values):
+        return _stable(query @ keys.T / np.sqrt(query.shape[1])) @ values
+
+    r = check("soft_lookup", scaled)
+    assert not r.passed and r.mistake == "scaled_by_sqrt_E" and "√E" in r.message
+
+
+def test_soft_lookup_weights_transposed_is_named_although_it_raises_when_L_differs_from_S():
+    def transposed(query, keys, values):
+        return _stable(query @ keys.T).T @ values
+
+    r = check("soft_lookup", transposed)
+    assert not r.passed and r.mistake == "weights_transposed" and "one row per query" in r.message
+
+
+def test_soft_lookup_one_max_for_all_queries_is_named():
+    def global_max(query, keys, values):
+        s = query @ keys.T
+        e = np.exp(s - s.max())
+        return e / e.sum(axis=1, keepdims=True) @ values
+
+    r = check("soft_lookup", global_max)
+    assert not r.passed and r.mistake == "global_max" and "own maximum" in r.message
+
+
+def test_soft_lookup_normalised_over_the_whole_matrix_is_named():
+    def whole(query, keys, values):
+        s = query @ keys.T
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        return e / e.sum() @ values
+
+    assert check("soft_lookup", whole).mistake == "whole_array"
+
+
+def test_soft_lookup_einsum_solution_passes():
+    def with_einsum(query, keys, values):
+        s = np.einsum("le,se->ls", query, keys)
+        return np.einsum("ls,sv->lv", _stable(s), values)
+
+    assert check("soft_lookup", with_einsum).passed
+
+
+def test_layers_needed_closed_form_that_forgets_the_token_itself_is_named():
+    def closed(n, kernel_size, dilation_base=1):
+        if dilation_base == 1:
+            return math.ceil(n / (kernel_size - 1))
+        layers, field = 0, 1
+        while field < n:
+            field += (kernel_size - 1) * dilation_base ** layers
+            layers += 1
+        return layers
+
+    r = check("layers_needed", closed)
+    assert not r.passed and r.mistake == "strict" and "the token itself" in r.message
+
+
+@pytest.mark.parametrize("rounding", ["floor_division", "int"])
+def test_layers_needed_rounding_down_is_named(rounding):
+    def rounded_down(n, kernel_size, dilation_base=1):
+        if dilation_base == 1:
+            if rounding == "int":
+                return int((n - 1) / (kernel_size - 1))
+            return (n - 1) // (kernel_size - 1)
+        return layers_needed_reference(n, kernel_size, dilation_base)
+
+    r = check("layers_needed", rounded_down)
+    assert not r.passed and r.mistake == "rounds_down" and "round UP" in r.message
+
+
+def test_layers_needed_dilation_counted_from_layer_one_is_named():
+    def from_one(n, kernel_size, dilation_base=1):
+        layers, field = 0, 1
+        while field < n:
+            layers += 1
+            field += (kernel_size - 1) * dilation_base ** layers
+        return layers
+
+    r = check("layers_needed", from_one)
+    assert not r.passed and r.mistake == "dilation_from_b" and "b**0 = 1" in r.message
+
+
+def test_layers_needed_recursive_solution_passes():
+    def recursive(n, kernel_size, dilation_base=1, layers=0, field=1):
+        if field >= n:
+            return layers
+        return recursive(n, kernel_size, dilation_base, layers + 1,
+                         field + (kernel_size - 1) * dilation_base ** layers)
+
+    assert check("layers_needed", recursive).passed
+
+
+def test_layers_needed_log_formula_for_plain_layers_is_named():
+    def always_log(n, kernel_size, dilation_base=1):
+        return math.ceil(math.log(n, kernel_size) - 1e-9) if n > 1 else 0
+
+    r = check("layers_needed", always_log)
+    assert not r.passed and r.mistake == "log_for_plain" and "k - 1 per layer" in r.message

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlib.exercises import EXERCISES, check
-from attnlib.exercises.ch02_qkv import attention_reference, softmax_reference
+from attnlib.exercises.ch02_qkv import attention_reference, cross_attention_reference, softmax_reference
 
 
 # --------------------------------------------------------------------------- softmax: correct styles
@@ -255,7 +255,7 @@ def test_every_catalogued_attention_mistake_differs_from_the_reference_on_some_c
             try:
                 with np.errstate(all="ignore"):  # the overflow mistake makes NaN on purpose
                     got = m.fn(*c.args, **c.kwargs)
-            except ValueError:
+            except (ValueError, IndexError):  # shape errors: matmul (ValueError), boolean index (IndexError)
                 differs.append(True)
                 continue
             differs.append(got.shape != want.shape or not np.allclose(got, want, equal_nan=True))
@@ -282,3 +282,126 @@ def test_stub_shows_the_shapes_the_checker_uses():
         assert shape in stub
     assert EXERCISES["softmax"].signature() == "def softmax(x, axis=-1):"
     assert EXERCISES["attention"].signature() == "def attention(q, k, v, mask=None):"
+
+
+# --------------------------------------------------------------------------- cross_attention
+
+def test_cross_attention_reference_matches_torch_sdpa_on_every_case():
+    for c in EXERCISES["cross_attention"].all_cases():
+        x, y, w_q, w_k, w_v = (torch.from_numpy(a) for a in c.args)
+        want = F.scaled_dot_product_attention(x @ w_q, y @ w_k, y @ w_v).numpy()
+        np.testing.assert_allclose(cross_attention_reference(*c.args), want, rtol=1e-10, atol=1e-12)
+
+
+def test_cross_attention_cases_have_L_not_S_and_d_v_not_d_k():
+    cases = EXERCISES["cross_attention"].all_cases()
+    assert any(c.args[0].shape[0] != c.args[1].shape[0] for c in cases)
+    assert any(c.args[3].shape[1] != c.args[4].shape[1] for c in cases)
+    assert any(c.args[0].shape[1] != c.args[1].shape[1] for c in cases)
+
+
+def cross_torch(x, y, w_q, w_k, w_v):
+    x, y, w_q, w_k, w_v = (torch.as_tensor(a, dtype=torch.float32) for a in (x, y, w_q, w_k, w_v))
+    return F.scaled_dot_product_attention((x @ w_q)[None], (y @ w_k)[None], (y @ w_v)[None])[0]
+
+
+def cross_einsum(x, y, w_q, w_k, w_v):
+    q, k, v = np.einsum("ld,de->le", x, w_q), np.einsum("sd,de->se", y, w_k), y @ w_v
+    s = np.einsum("le,se->ls", q, k) / np.sqrt(q.shape[1])
+    w = np.exp(s - s.max(1, keepdims=True))
+    return (w / w.sum(1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("fn", [cross_torch, cross_einsum], ids=["torch-float32", "einsum"])
+def test_correct_cross_attention_in_any_style_passes(fn):
+    r = check("cross_attention", fn)
+    assert r.passed, r.message
+
+
+def test_cross_attention_via_the_learners_attention_passes():
+    def via_attention(x, y, w_q, w_k, w_v):
+        return attention_reference(x @ w_q, y @ w_k, y @ w_v)
+
+    assert check("cross_attention", via_attention).passed
+
+
+def test_self_attention_on_x_is_named_keys_from_x():
+    def self_attention(x, y, w_q, w_k, w_v):
+        return attention_reference(x @ w_q, x @ w_k, x @ w_v)
+
+    r = check("cross_attention", self_attention)
+    assert r.mistake == "keys_from_x" and "self-attention" in r.message
+
+
+def test_weights_transposed_in_the_learners_own_words_is_named():
+    # weights.T @ v: runs when L = S (and mixes queries up), fails when L != S
+    def attention_weights_T(q, k, v, mask=None):
+        E = q.shape[-1]
+        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(E)
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        weights = softmax_reference(scores, axis=-1)
+        return weights.T @ v
+
+    r = check("attention", attention_weights_T)
+    assert r.mistake == "weights_transposed" and "weights @ v" in r.message
+
+
+@pytest.mark.parametrize("name", ["soft_lookup", "layers_needed", "softmax", "attention", "cross_attention",
+                                  "dot_product_variance", "softmax_jacobian"])
+def test_hint_leads_to_the_idea_without_handing_over_code(name):
+    hint = EXERCISES[name].hint
+    assert len(hint) > 60
+    for code in ("return ", "np.", " = x.", "@ v", "keepdims=True", ".sum(", "exp(x - "):
+        assert code not in hint, f"{name}: the hint contains {code!r}: {hint}"
+
+
+def test_attention_divided_by_the_number_of_keys_is_named():
+    def by_num_keys(q, k, v, mask=None):
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(k.shape[-2])
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return w / w.sum(-1, keepdims=True) @ v
+
+    r = check("attention", by_num_keys)
+    assert not r.passed and r.mistake == "scaled_by_num_keys" and "√S" in r.message
+
+
+def test_cross_attention_with_w_k_and_w_v_swapped_is_named_although_it_mostly_raises():
+    def swapped(x, y, w_q, w_k, w_v):
+        return attention_reference(x @ w_q, y @ w_v, y @ w_k)
+
+    r = check("cross_attention", swapped)
+    assert not r.passed and r.mistake == "projections_swapped" and "K = y @ w_k" in r.message
+
+
+def test_cross_attention_with_unprojected_values_is_named():
+    def raw_values(x, y, w_q, w_k, w_v):
+        return attention_reference(x @ w_q, y @ w_k, y)
+
+    r = check("cross_attention", raw_values)
+    assert not r.passed and r.mistake == "values_not_projected" and "V = y @ w_v" in r.message
+
+
+def test_boolean_indexing_with_a_shared_mask_is_named_not_a_bare_index_error():
+    def bool_index(q, k, v, mask=None):
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        if mask is not None:
+            s[~mask] = -np.inf
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return w / w.sum(-1, keepdims=True) @ v
+
+    r = check("attention", bool_index)
+    assert not r.passed and r.mistake == "bool_index_no_broadcast" and "np.where" in r.message
+
+
+def test_boolean_indexing_after_broadcasting_the_mask_passes():
+    def bool_index_broadcast(q, k, v, mask=None):
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        if mask is not None:
+            s[~np.broadcast_to(mask, s.shape)] = -np.inf
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return w / w.sum(-1, keepdims=True) @ v
+
+    assert check("attention", bool_index_broadcast).passed

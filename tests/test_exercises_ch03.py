@@ -1,5 +1,7 @@
 """Chapter 3 exercises beyond the generic contract (tests/test_exercises_contract.py):
 the Jacobian reference agrees with torch autograd and other correct solutions pass."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -15,19 +17,49 @@ NAMES = ["dot_product_variance", "softmax_jacobian"]
 
 # --------------------------------------------------------------------------- dot_product_variance
 
-def test_dot_product_variance_accepts_unbiased_torch_var():
-    # torch.var divides by N - 1 by default; the checker accepts either convention
-    def with_torch(q, k):
-        return torch.einsum("ne,ne->n", torch.as_tensor(q), torch.as_tensor(k)).var().item()
+@pytest.mark.parametrize("args", [(16, 0.0, 1.0, 0.0, 1.0), (8, 1.0, 1.0, 1.0, 1.0), (4, 2.0, 0.5, -1.0, 1.5),
+                                  (32, 0.3, 2.0, 0.0, 1.0)])
+def test_dot_product_variance_reference_matches_monte_carlo(args):
+    d_k, mq, sq, mk, sk = args
+    rng = np.random.default_rng(d_k)
+    n = 200_000
+    q = mq + sq * rng.standard_normal((n, d_k))
+    k = mk + sk * rng.standard_normal((n, d_k))
+    dots = np.einsum("ne,ne->n", q, k)
+    # sampling error of a variance estimate: well inside 3 % at n = 200,000 for these shapes
+    assert dots.var() == pytest.approx(dot_product_variance_reference(*args), rel=0.03)
+    assert dots.mean() == pytest.approx(d_k * mq * mk, abs=0.05 * np.sqrt(dots.var()) + 1e-9)
 
-    assert check("dot_product_variance", with_torch).passed
+
+def test_dot_product_variance_accepts_the_expanded_and_the_factored_forms():
+    def expanded(d_k, mu_q, sigma_q, mu_k, sigma_k):
+        return d_k * (sigma_q**2 * sigma_k**2 + sigma_q**2 * mu_k**2 + mu_q**2 * sigma_k**2)
+
+    def factored(d_k, mu_q, sigma_q, mu_k, sigma_k):
+        return d_k * ((sigma_q**2 + mu_q**2) * (sigma_k**2 + mu_k**2) - (mu_q * mu_k) ** 2)
+
+    assert check("dot_product_variance", expanded).passed
+    assert check("dot_product_variance", factored).passed
 
 
-def test_dot_product_variance_reference_is_close_to_theory():
-    rng = np.random.default_rng(7)
-    for d_k, sq, sk in [(4, 1.0, 1.0), (64, 1.0, 1.0), (32, 2.0, 0.5), (16, 3.0, 1.5)]:
-        q, k = sq * rng.standard_normal((20000, d_k)), sk * rng.standard_normal((20000, d_k))
-        assert dot_product_variance_reference(q, k) == pytest.approx(sq**2 * sk**2 * d_k, rel=0.05)
+def test_believing_the_mean_grows_into_the_variance_is_named():
+    # E[(q·k)^2] instead of Var(q·k): counts the mean d_k mu_q mu_k, which grows with d_k, as spread
+    def second_moment_of_the_sum(d_k, mu_q, sigma_q, mu_k, sigma_k):
+        var_one = (sigma_q**2 + mu_q**2) * (sigma_k**2 + mu_k**2) - (mu_q * mu_k) ** 2
+        return d_k * var_one + (d_k * mu_q * mu_k) ** 2
+
+    r = check("dot_product_variance", second_moment_of_the_sum)
+    assert r.mistake == "with_squared_mean" and "mean" in r.message.lower()
+
+
+def test_a_monte_carlo_estimate_is_not_an_exact_prediction():
+    def sampled(d_k, mu_q, sigma_q, mu_k, sigma_k):
+        rng = np.random.default_rng(0)
+        q = mu_q + sigma_q * rng.standard_normal((2000, int(d_k)))
+        k = mu_k + sigma_k * rng.standard_normal((2000, int(d_k)))
+        return float(np.einsum("ne,ne->n", q, k).var())
+
+    assert not check("dot_product_variance", sampled).passed
 
 
 def test_dot_product_variance_catalogue_is_not_the_reference():
@@ -85,3 +117,62 @@ def test_softmax_jacobian_accepts_a_loop_solution():
         return out
 
     assert check("softmax_jacobian", loops).passed
+
+
+def test_variance_growing_like_sqrt_d_k_is_named():
+    def sqrt_law(d_k, mu_q, sigma_q, mu_k, sigma_k):
+        return math.sqrt(d_k) * (sigma_q**2 * sigma_k**2 + sigma_q**2 * mu_k**2 + mu_q**2 * sigma_k**2)
+
+    r = check("dot_product_variance", sqrt_law)
+    assert not r.passed and r.mistake == "sqrt_d_k" and "STANDARD DEVIATION" in r.message
+
+
+def test_variances_added_instead_of_multiplied_is_named():
+    r = check("dot_product_variance", lambda d_k, mu_q, sigma_q, mu_k, sigma_k: d_k * (sigma_q**2 + sigma_k**2))
+    assert not r.passed and r.mistake == "variances_added" and "product" in r.message
+
+
+def test_dot_product_variance_returned_as_a_torch_scalar_passes():
+    def with_torch(d_k, mu_q, sigma_q, mu_k, sigma_k):
+        t = torch.tensor([mu_q, sigma_q, mu_k, sigma_k], dtype=torch.float64)
+        mq, sq, mk, sk = t
+        return d_k * (sq**2 * sk**2 + sq**2 * mk**2 + mq**2 * sk**2)
+
+    assert check("dot_product_variance", with_torch).passed
+
+
+def test_softmax_jacobian_for_one_vector_only_is_named_on_batches():
+    def one_vector(x):
+        e = np.exp(x - x.max())
+        p = e / e.sum()
+        return np.diag(p) - np.outer(p, p)
+
+    r = check("softmax_jacobian", one_vector)
+    assert not r.passed and r.mistake == "one_vector_only" and "broadcasting" in r.message
+
+
+def test_softmax_jacobian_einsum_solution_passes():
+    def with_einsum(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        p = e / e.sum(-1, keepdims=True)
+        return np.einsum("...i,ij->...ij", p, np.eye(p.shape[-1])) - np.einsum("...i,...j->...ij", p, p)
+
+    assert check("softmax_jacobian", with_einsum).passed
+
+
+def test_standard_deviation_instead_of_variance_is_named():
+    def std(d_k, mu_q, sigma_q, mu_k, sigma_k):
+        return math.sqrt(d_k * (sigma_q**2 * sigma_k**2 + sigma_q**2 * mu_k**2 + mu_q**2 * sigma_k**2))
+
+    r = check("dot_product_variance", std)
+    assert not r.passed and r.mistake == "std_not_variance" and "square root" in r.message
+
+
+def test_softmax_jacobian_with_every_sign_flipped_is_named():
+    def flipped(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        p = e / e.sum(-1, keepdims=True)
+        return p[..., :, None] * p[..., None, :] - p[..., :, None] * np.eye(p.shape[-1])
+
+    r = check("softmax_jacobian", flipped)
+    assert not r.passed and r.mistake == "negated" and "positive" in r.message

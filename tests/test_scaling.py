@@ -76,3 +76,65 @@ def test_unscaled_logits_saturate_and_scaled_ones_do_not():
     # the typical unscaled row is frozen, far more than the mean (a few rows are not)
     assert big_raw["jacobian_norm_median"] < 0.01 * big_scaled["jacobian_norm_median"]
     assert big_scaled["entropy"] == pytest.approx(small_scaled["entropy"], rel=0.1)
+
+
+def test_selectivity_is_zero_for_uniform_and_one_for_one_hot():
+    S = 8
+    assert sc.saturation(np.zeros((1, S)))["selectivity"] == pytest.approx(0.0, abs=1e-12)
+    assert sc.saturation(np.array([[1000.0] + [0.0] * (S - 1)]))["selectivity"] == pytest.approx(1.0)
+
+
+def test_query_grad_norms_match_the_chain_rule_formula():
+    # ‖c Kᵀ J V g‖ written out by hand for the same draws (same generator, same order)
+    d_k, S, d_v, n = 8, 5, 3, 7
+    got = sc.query_grad_norms(d_k, S=S, n=n, d_v=d_v, scaled=True, seed=3, chunk=n)
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(n, d_k, 1, generator=g, dtype=torch.float32)
+    K = torch.randn(n, S, d_k, generator=g)
+    V = torch.randn(n, S, d_v, generator=g)
+    up = torch.randn(n, d_v, generator=g)
+    c = 1 / math.sqrt(d_k)
+    p = torch.softmax((K @ q)[..., 0] * c, dim=-1)                          # (n, S)
+    J = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]                  # (n, S, S)
+    want = (c * K.transpose(1, 2) @ J @ V @ up[:, :, None])[..., 0].norm(dim=-1)
+    np.testing.assert_allclose(got, want.double().numpy(), rtol=1e-4)
+
+
+def test_unscaled_query_gradients_are_heavy_tailed_and_scaled_ones_are_not():
+    narrow_u = sc.grad_summary(sc.query_grad_norms(16, n=600, scaled=False))
+    wide_u = sc.grad_summary(sc.query_grad_norms(1024, n=600, scaled=False))
+    narrow_s = sc.grad_summary(sc.query_grad_norms(16, n=600, scaled=True))
+    wide_s = sc.grad_summary(sc.query_grad_norms(1024, n=600, scaled=True))
+    assert wide_u["mean"] > narrow_u["mean"] and wide_u["median"] < 0.01 * narrow_u["median"]
+    assert wide_u["small"] > 0.3 and wide_s["small"] == 0
+    assert wide_s["median"] == pytest.approx(narrow_s["median"], rel=0.15)
+
+
+def test_grad_summary_counts_the_small_ones():
+    s = sc.grad_summary(np.array([1e-5, 1e-4, 2.0, 3.0]))
+    assert s["small"] == 0.5 and s["median"] == pytest.approx(1.00005) and s["mean"] == pytest.approx(1.2500275)
+
+
+def test_linear_default_init_gives_components_of_variance_one_third():
+    m = sc.linear_init_scores(256, 32, n=4096, seed=1)
+    # nn.Linear: weights and biases U(-1/√fan_in, 1/√fan_in), variance 1/(3 fan_in) each
+    assert m["var_q"] == pytest.approx(1 / 3 + 1 / (3 * 256), rel=0.1)
+    assert m["var_scaled"] == pytest.approx(m["var_q"] * m["var_k"], rel=0.2)
+    assert m["var_score"] == pytest.approx(32 * m["var_scaled"], rel=1e-6)
+
+
+def test_query_grad_norms_can_return_each_rows_largest_weight_without_changing_the_draws():
+    plain = sc.query_grad_norms(64, n=300, scaled=False, seed=2)
+    norms, top = sc.query_grad_norms(64, n=300, scaled=False, seed=2, with_max_weight=True)
+    np.testing.assert_array_equal(plain, norms)
+    assert top.shape == (300,) and ((1 / 16 <= top) & (top <= 1 + 1e-6)).all()
+
+
+@pytest.mark.parametrize("S", [2, 8, 16, 64])
+def test_softmax_jacobian_norm_of_uniform_weights_is_sqrt_S_minus_1_over_S(S):
+    # chapter 3: a too-hot softmax keeps a large Jacobian, so gradient size cannot detect it
+    uniform = sc.saturation(np.zeros((1, S)))["jacobian_norm"]
+    assert uniform == pytest.approx(math.sqrt(S - 1) / S, rel=1e-12)
+    rng = np.random.default_rng(S)
+    hot = sc.saturation(rng.standard_normal((200, S)) / 100)["jacobian_norm"]   # τ = 100
+    assert hot == pytest.approx(uniform, rel=0.01)

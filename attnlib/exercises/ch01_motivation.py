@@ -1,5 +1,7 @@
-"""Exercises of chapter 01 (why attention): ``soft_lookup`` and ``receptive_field``."""
+"""Exercises of chapter 01 (why attention): ``soft_lookup`` and ``layers_needed``."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -64,6 +66,27 @@ def _lookup_keys_as_values(query, keys, values):
     return _softmax(_np(query) @ _np(keys).T) @ _np(keys)
 
 
+def _lookup_scaled(query, keys, values):
+    q, k = _np(query), _np(keys)
+    return _softmax(q @ k.T / np.sqrt(q.shape[-1])) @ _np(values)
+
+
+def _lookup_weights_transposed(query, keys, values):
+    return _softmax(_np(query) @ _np(keys).T).T @ _np(values)   # (S, L) @ (S, Ev): L = S only
+
+
+def _lookup_global_max(query, keys, values):
+    s = _np(query) @ _np(keys).T
+    e = np.exp(s - s.max())                 # one maximum for all queries
+    return (e / e.sum(axis=-1, keepdims=True)) @ _np(values)
+
+
+def _lookup_whole_array(query, keys, values):
+    s = _np(query) @ _np(keys).T
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (e / e.sum()) @ _np(values)     # normalised over all queries at once
+
+
 def _lookup_cases():
     rng = np.random.default_rng(101)
     c = []
@@ -123,122 +146,234 @@ register(Exercise(
         Mistake("keys_as_values", "Averaging the keys",
                 "The weights must average the values, not the keys: return weights @ values.",
                 _lookup_keys_as_values),
+        Mistake("scaled_by_sqrt_E", "Scores divided by √E",
+                "This lookup uses the plain dot product q·k (inverse temperature β = 1), as in the "
+                "chapter's soft-versus-hard experiment. Dividing by √E is the scaled attention of the "
+                "apple example, a different function; chapter 3 explains when that scale is wanted. "
+                "Leave the scores unscaled here.",
+                _lookup_scaled),
+        Mistake("weights_transposed", "The weights are transposed",
+                "Your weights have one row per key instead of one row per query: (S, L) instead of "
+                "(L, S). That raises an error when L ≠ S and silently mixes up queries and keys when "
+                "L = S. Row i of the weights belongs to query i; multiply the (L, S) weights by the "
+                "(S, Ev) values.",
+                _lookup_weights_transposed),
+        Mistake("global_max", "One maximum for all queries",
+                "Subtracting one maximum for the whole score matrix is exact in theory, but a query "
+                "whose scores are all far below that maximum underflows to exp(...) = 0 for every key, "
+                "and 0 / 0 is NaN. Subtract each query's own maximum (the max over its row of scores).",
+                _lookup_global_max),
+        Mistake("whole_array", "Normalised over all queries at once",
+                "You divide by the sum of ALL the weights in the (L, S) matrix, so each query's weights "
+                "sum to less than 1 (1/L on average). Each query has its own budget: normalise every "
+                "row separately, over the keys.",
+                _lookup_whole_array),
         Mistake("naive_exp", "Overflow in exp",
                 "Correct on small scores but NaN on large ones: exp(800) overflows to inf and inf/inf is "
                 "NaN. Subtract each row's maximum score before exp; the softmax does not change.",
                 _lookup_naive_exp),
     ],
-    hint="scores = query @ keys.T has shape (L, S); softmax each row; then weights @ values.",
+    hint="Each query compares itself with every key (one score per key), turns its row of scores into "
+         "positive weights that sum to 1, and averages the values with them. Which axis holds the keys?",
 ))
 
-# --------------------------------------------------------------------------- receptive_field
+# --------------------------------------------------------------------------- layers_needed
 
 
-def receptive_field_reference(num_layers, kernel_size, dilated=False):
-    """How many input positions one output of a stack of causal 1-D convolutions sees.
+def _layers(n, kernel_size, dilation_base=1, *, start=1, gain=None, enough=lambda r, n: r >= n):
+    """Count layers until the window is wide enough; ``gain(l)`` is what layer ``l`` adds."""
+    n, k, b = int(n), int(kernel_size), int(dilation_base)
+    gain = gain or (lambda layer: (k - 1) * b ** layer)
+    m, r = 0, start
+    while not enough(r, n):
+        r += gain(m)
+        m += 1
+    return m
+
+
+def layers_needed_reference(n, kernel_size, dilation_base=1):
+    """Fewest stacked causal 1-D convolutions after which output ``n`` depends on input 1.
 
     Args:
-        num_layers: number of stacked conv layers ``m`` (0 means no layer: the token itself).
-        kernel_size: taps per layer ``k``.
-        dilated: if True, layer ``l`` (from 0) spaces its taps ``k**l`` apart. Default: ``False``.
+        n: sequence length (token 1 and token ``n`` must interact), ``n >= 1``.
+        kernel_size: taps per layer ``k >= 2``.
+        dilation_base: layer ``l`` (from 0) spaces its taps ``dilation_base**l`` apart;
+            1 means no dilation. At most ``kernel_size``: with a larger base the window
+            has gaps (kernel 2, base 3 never reads an input 8 steps back). Default: ``1``.
 
     Returns:
-        int: ``1 + m (k - 1)``, or ``k**m`` when dilated.
+        int: the smallest ``m`` whose receptive field ``1 + (k-1)(1 + b + … + b^(m-1))``
+        covers ``n`` positions (``0`` when ``n == 1``).
     """
-    m, k = int(num_layers), int(kernel_size)
-    if dilated:
-        return k ** m
-    return 1 + m * (k - 1)
+    return _layers(n, kernel_size, dilation_base)
 
 
-def _rf_times(num_layers, kernel_size, dilated=False):
-    m, k = int(num_layers), int(kernel_size)
-    return k ** m if dilated else m * k
+def _ln_no_overlap(n, kernel_size, dilation_base=1):
+    k, b = int(kernel_size), int(dilation_base)
+    return _layers(n, k, b, start=0, gain=lambda layer: k * b ** layer)
 
 
-def _rf_no_self(num_layers, kernel_size, dilated=False):
-    m, k = int(num_layers), int(kernel_size)
-    return k ** m - 1 if dilated else m * (k - 1)
+def _ln_strict(n, kernel_size, dilation_base=1):
+    return _layers(n, kernel_size, dilation_base, enough=lambda r, n: r > n)
 
 
-def _rf_power_always(num_layers, kernel_size, dilated=False):
-    return int(kernel_size) ** int(num_layers)
+def _ln_distance(n, kernel_size, dilation_base=1):
+    return _layers(n, kernel_size, dilation_base, enough=lambda r, n: r >= n - 1)
 
 
-def _rf_ignores_dilation(num_layers, kernel_size, dilated=False):
-    return 1 + int(num_layers) * (int(kernel_size) - 1)
+def _ln_ignores_dilation(n, kernel_size, dilation_base=1):
+    return _layers(n, kernel_size, 1)
 
 
-def _rf_dilation_base2(num_layers, kernel_size, dilated=False):
-    m, k = int(num_layers), int(kernel_size)
-    if dilated:
-        return 1 + (k - 1) * (2 ** m - 1)
-    return 1 + m * (k - 1)
+def _ln_dilation_is_k(n, kernel_size, dilation_base=1):
+    b = 1 if int(dilation_base) == 1 else int(kernel_size)
+    return _layers(n, kernel_size, b)
 
 
-def _rf_one_layer_short(num_layers, kernel_size, dilated=False):
-    m, k = int(num_layers), int(kernel_size)
-    if dilated:
-        return k ** max(m - 1, 0)
-    return 1 + max(m - 1, 0) * (k - 1)
+def _ln_float_log(n, kernel_size, dilation_base=1):
+    n, k, b = int(n), int(kernel_size), int(dilation_base)
+    if b == 1:
+        return math.ceil((n - 1) / (k - 1))
+    # 1 + (k-1)(b^m - 1)/(b-1) >= n  <=>  b^m >= 1 + (n-1)(b-1)/(k-1), solved with a float log
+    return max(0, math.ceil(math.log(1 + (n - 1) * (b - 1) / (k - 1), b)))
 
 
-def _rf_cases():
-    grid = [(1, 3), (2, 3), (5, 3), (4, 2), (3, 5), (0, 3), (6, 7)]
-    c = [Case((m, k), label=f"{m} layers, kernel {k}") for m, k in grid]
-    c += [Case((m, k), {"dilated": True}, label=f"{m} dilated layers, kernel {k}")
-          for m, k in [(3, 3), (4, 2), (2, 5), (0, 4)]]
-    return c
+def _ln_float_log_ratio(n, kernel_size, dilation_base=1):
+    n, k, b = int(n), int(kernel_size), int(dilation_base)
+    if b == 1:
+        return math.ceil((n - 1) / (k - 1))
+    return max(0, math.ceil(np.log(1 + (n - 1) * (b - 1) / (k - 1)) / np.log(b)))
+
+
+def _ln_dilation_from_b(n, kernel_size, dilation_base=1):
+    k, b = int(kernel_size), int(dilation_base)
+    return _layers(n, k, b, gain=lambda layer: (k - 1) * b ** (layer + 1))
+
+
+def _ln_no_overlap_dilated_only(n, kernel_size, dilation_base=1):
+    k, b = int(kernel_size), int(dilation_base)
+    if b == 1:
+        return layers_needed_reference(n, k, b)
+    return _layers(n, k, b, start=0, gain=lambda layer: k * b ** layer)
+
+
+def _ln_strict_plain_only(n, kernel_size, dilation_base=1):
+    k, b = int(kernel_size), int(dilation_base)
+    if b == 1:
+        return math.ceil(int(n) / (k - 1))          # m(k - 1) >= n: one layer too many
+    return layers_needed_reference(n, k, b)
+
+
+def _ln_rounds_down(n, kernel_size, dilation_base=1):
+    n, k, b = int(n), int(kernel_size), int(dilation_base)
+    if b == 1:
+        return (n - 1) // (k - 1)
+    return layers_needed_reference(n, k, b)
+
+
+def _ln_rounds_down_log(n, kernel_size, dilation_base=1):
+    n, k, b = int(n), int(kernel_size), int(dilation_base)
+    if b == 1:
+        return int((n - 1) / (k - 1))
+    return int(math.log(1 + (n - 1) * (b - 1) / (k - 1), b) + 1e-9)
+
+
+def _ln_log_for_plain(n, kernel_size, dilation_base=1):
+    n, k = int(n), int(kernel_size)
+    layers, reach = 0, 1
+    while reach < n:                       # ceil(log_k n), counted in integers
+        reach *= k
+        layers += 1
+    return layers
+
+
+def _ln_cases():
+    grid = [((2, 3), "two tokens, kernel 3"),
+            ((10, 3), "n = 10, kernel 3"),
+            ((101, 5), "n = 101, kernel 5"),
+            ((100, 2), "n = 100, kernel 2"),
+            ((1, 3), "a single token: no layer needed"),
+            ((27, 3, 3), "n = 27 = 3³, kernel 3, dilations 1, 3, 9, …"),
+            ((125, 5, 5), "n = 125 = 5³, kernel 5, dilations 1, 5, 25, … (an exact power)"),
+            ((126, 5, 5), "n = 126, kernel 5, dilations 1, 5, 25, …"),
+            ((1000, 3, 3), "n = 1000, kernel 3, dilations 1, 3, 9, …"),
+            ((100, 3, 2), "n = 100, kernel 3, dilations 1, 2, 4, … (base ≠ kernel)"),
+            ((64, 2, 2), "n = 64, kernel 2, dilations 1, 2, 4, … (WaveNet)"),
+            ((50, 4, 2), "n = 50, kernel 4, dilations 1, 2, 4, …")]
+    return [Case(args[:2], {"dilation_base": args[2]} if len(args) > 2 else {}, label=label)
+            for args, label in grid]
 
 
 register(Exercise(
-    name="receptive_field",
+    name="layers_needed",
     chapter="01_motivation",
-    prompt="Return how many input positions one output of m stacked convolutions of width k can see.",
-    stub='''def receptive_field(num_layers, kernel_size, dilated=False):
-    """Receptive field of a stack of causal 1-D convolutions.
+    prompt="Return the fewest stacked causal convolutions (kernel k, dilations b**l) that let token 1 "
+           "reach output n.",
+    stub='''def layers_needed(n, kernel_size, dilation_base=1):
+    """How deep must a causal CNN be before token 1 and token n interact?
 
     Args:
-        num_layers: number of layers m (0 = no layer: a token sees itself).
-        kernel_size: taps per layer k.
-        dilated: if True, layer l (counting from 0) spaces its k taps
-            k**l apart. Default: False.
+        n: sequence length (n >= 1).
+        kernel_size: taps per layer k (k >= 2).
+        dilation_base: layer l (counting from 0) spaces its k taps
+            dilation_base**l apart; 1 means no dilation, and at most k
+            (then the window has no gaps). Default: 1.
 
     Returns:
-        int: how many input positions one output depends on.
+        int: the fewest layers m after which output n depends on input 1.
     """
     # YOUR CODE HERE
     raise NotImplementedError
 ''',
-    reference=receptive_field_reference,
-    cases=_rf_cases,
+    reference=layers_needed_reference,
+    cases=_ln_cases,
     output_kind="int",
     mistakes=[
-        Mistake("times", "Windows added without their overlap",
-                "m layers of width k do not see m·k positions: consecutive windows share one position "
-                "(the token itself), so each layer adds only k - 1 new ones. Use 1 + m·(k - 1).",
-                _rf_times),
-        Mistake("no_self", "Off by one: the token itself is missing",
-                "Each layer adds k - 1 positions, but you forgot the one position every output sees "
-                "with no layer at all, itself. Start from 1: 1 + m·(k - 1) (and k**m, not k**m - 1).",
-                _rf_no_self),
-        Mistake("power_always", "Windows multiplied without dilation",
-                "Plain stacked convolutions grow the window linearly, by k - 1 per layer, not by a "
-                "factor of k. Only dilated layers (taps k**l apart) reach k**m.",
-                _rf_power_always),
-        Mistake("ignores_dilation", "Dilation ignored",
-                "With dilation k**l the taps of layer l are k**l apart, so layer l adds (k-1)·k**l "
-                "positions and the total is k**m, exponential in m.",
-                _rf_ignores_dilation),
-        Mistake("dilation_base2", "Dilations 1, 2, 4, … regardless of k",
-                "Here layer l is dilated by k**l (WaveNet's 1, 2, 4, … is the case k = 2). Summing "
-                "(k-1)·k**l over l = 0..m-1 gives k**m - 1, plus the token itself.",
-                _rf_dilation_base2),
-        Mistake("one_layer_short", "Off by one in the layer count",
-                "You count one layer too few (as if the first layer did not widen the window). "
-                "After one layer of width k an output sees k positions.",
-                _rf_one_layer_short),
+        Mistake("no_overlap", "Windows added without their overlap",
+                "You let each layer add k new positions (m layers see m·k). Consecutive windows share "
+                "one position, the output's own, so a layer adds only k - 1 taps' worth: (k - 1)·b**l "
+                "for layer l. Start from 1 (the token itself) and add (k - 1)·b**l per layer.",
+                _ln_no_overlap, variants=(_ln_no_overlap_dilated_only,)),
+        Mistake("strict", "One layer too many: the window must cover n positions, not more",
+                "Token 1 and token n are n - 1 apart, so a window of exactly n positions links them. "
+                "Stop as soon as the receptive field is at least n (>=), not greater than n. In a "
+                "closed form the same slip is solving m·(k - 1) >= n, which forgets that the window "
+                "already holds the token itself: 1 + m·(k - 1) >= n.",
+                _ln_strict, variants=(_ln_strict_plain_only,)),
+        Mistake("distance", "One layer short: the window counts positions, not the distance",
+                "A window that covers n - 1 positions reaches from token n back to token 2 only. "
+                "The receptive field counts positions including the token itself; it must reach n.",
+                _ln_distance),
+        Mistake("rounds_down", "Rounded down: a fraction of a layer is still a layer",
+                "When (n - 1)/(k - 1) is not a whole number, m layers fall short and the window needs "
+                "one more: round UP (the ceiling), or count layers until the window covers n. "
+                "int() and // round down.",
+                _ln_rounds_down, variants=(_ln_rounds_down_log,)),
+        Mistake("dilation_from_b", "The first layer's taps are already spread out",
+                "Layer l counts from 0, so the first layer has dilation b**0 = 1: its taps are "
+                "neighbours. Starting the spacing at b (b, b², …) skips the first layer's "
+                "contribution and overestimates the reach.",
+                _ln_dilation_from_b),
+        Mistake("ignores_dilation", "The dilation is ignored",
+                "With dilation_base b, layer l spaces its taps b**l apart, so it widens the window by "
+                "(k - 1)·b**l, not by k - 1. The depth then grows like a logarithm of n, not linearly.",
+                _ln_ignores_dilation),
+        Mistake("dilation_is_k", "Dilations k**l used for every base",
+                "The chapter's closed form k**m holds when the dilations are 1, k, k², … (b = k). For "
+                "another base add up what each layer contributes, (k - 1)·b**l, instead of copying k**m.",
+                _ln_dilation_is_k),
+        Mistake("log_for_plain", "The dilated formula used for plain layers",
+                "⌈log_k n⌉ counts layers whose taps are k**l apart, so the window multiplies by k per "
+                "layer. Plain layers (dilation_base = 1) have neighbouring taps and widen the window "
+                "by only k - 1 per layer: the depth grows linearly with n.",
+                _ln_log_for_plain),
+        Mistake("float_log", "Rounding error in a floating-point logarithm",
+                "Your closed form is right, but a float logarithm is not exact: math.log(125, 5) is "
+                "3.0000000000000004, and its ceiling 4 is one layer too many. Count in integers: add "
+                "layers while the receptive field is below n.",
+                _ln_float_log, variants=(_ln_float_log_ratio,)),
     ],
-    hint="Draw it: one layer of width 3 sees 3 positions; a second layer sees 3 outputs of the first, "
-         "which together cover 5 inputs.",
+    hint="Follow the window one layer at a time: with no layer an output sees 1 position (itself). "
+         "How many new positions does layer l add when its k taps are b**l apart? Stop when the window "
+         "covers token 1.",
 ))

@@ -1,4 +1,4 @@
-"""Exercises of chapter 02 (Q, K and V): ``softmax`` and ``attention``.
+"""Exercises of chapter 02 (Q, K and V): ``softmax``, ``attention`` and ``cross_attention``.
 
 The reference solutions are plain NumPy written here, independent of
 :mod:`attnlib.softmax` and :mod:`attnlib.attention`, so the checker does not trust the
@@ -161,7 +161,9 @@ register(Exercise(
                 "arrays: e = np.exp(x - m).",
                 fn=_softmax_in_place, kind="mutates"),
     ],
-    hint="m = x.max(axis=axis, keepdims=True); e = np.exp(x - m); return e / e.sum(axis=axis, keepdims=True).",
+    hint="softmax(x) = softmax(x - c) for any constant c, so choose a c per slice that keeps every "
+         "exponent at or below 0. Reduce along `axis` only, and keep the reduced axis so the result "
+         "lines up with x when you subtract and divide.",
     time_limit=3.0,
 ))
 
@@ -191,7 +193,8 @@ def _attend(q, k, v, mask=None, *, scale="sqrt", axis=-1, fill="-inf", after=Fal
     E = q.shape[-1]
     kt = {"swap": np.swapaxes(k, -1, -2), "T": k.T, "none": k}[kT]
     scores = q @ kt  # (..., L, E) @ (..., E, S) -> (..., L, S) when kT is right
-    scores = scores / {"sqrt": math.sqrt(E), "one": 1.0, "E": float(E)}[scale]
+    scores = scores / {"sqrt": math.sqrt(E), "one": 1.0, "E": float(E),
+                       "S": math.sqrt(k.shape[-2])}[scale]
     if mask is not None and not after:
         m = _f64(mask) != 0
         if fill in ("-inf", "-1e9"):
@@ -212,6 +215,19 @@ def _attend(q, k, v, mask=None, *, scale="sqrt", axis=-1, fill="-inf", after=Fal
     elif wT == "T":
         weights = weights.T
     return weights @ v
+
+
+def _attention_bool_index(q, k, v, mask=None):
+    """``scores[~mask] = -inf``: right when the mask has the scores' exact shape, an
+    IndexError when it only broadcasts to them (one (L, S) mask for a batch)."""
+    q, k, v = _f64(q), _f64(k), _f64(v)
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])   # (..., L, S)
+    if mask is not None:
+        m = np.asarray(mask) != 0
+        if m.shape != scores.shape:
+            raise IndexError(f"boolean index of shape {m.shape} does not match scores {scores.shape}")
+        scores[~m] = -np.inf
+    return _stable_softmax(scores, axis=-1) @ v
 
 
 def _attention_loops(q, k, v, mask=None):
@@ -326,6 +342,11 @@ register(Exercise(
                 "E, so its standard deviation is √E: divide the scores by np.sqrt(E), not by E (that "
                 "over-flattens the weights).",
                 fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, scale="E")),
+        Mistake("scaled_by_num_keys", "Divided by √S, the number of keys",
+                "The scale undoes the spread of ONE dot product q·k, a sum of E products (E = the width "
+                "of the queries and keys, q.shape[-1]). The number of keys S does not change that spread: "
+                "divide by √E, not by √S.",
+                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, scale="S")),
         Mistake("softmax_over_queries", "Softmax over the query axis",
                 "Your weights sum to 1 down each column of the (L, S) score matrix, i.e. over the "
                 "queries. Each query shares its attention among the keys: take the softmax along the "
@@ -357,6 +378,13 @@ register(Exercise(
                 "True, np.where(mask, scores, -np.inf). (nn.MultiheadAttention uses the opposite "
                 "convention.)",
                 fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, fill="inverted")),
+        Mistake("bool_index_no_broadcast", "Boolean indexing with a mask that only broadcasts",
+                "scores[~mask] = -np.inf works only when the mask has exactly the scores' shape. "
+                "A mask of shape (L, S) shared by a whole batch of (B, L, S) scores broadcasts in "
+                "arithmetic, but not as a boolean index, so it raises IndexError. Use an operation "
+                "that broadcasts, np.where(mask, scores, -np.inf), or broadcast the mask to the "
+                "scores' shape first.",
+                fn=_attention_bool_index),
         Mistake("softmax_overflow", "The softmax overflows on large scores",
                 "Right for small scores, NaN for large ones: exp of a score above ~709 is inf in "
                 "float64, and inf / inf is NaN. Subtract each row's maximum score before exp "
@@ -384,9 +412,147 @@ register(Exercise(
                 "operations is fine too).",
                 fn=_attention_loops, kind="slow"),
     ],
-    hint="scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(E) has shape (..., L, S); blocked scores -> "
-         "-np.inf with np.where(mask, scores, -np.inf); softmax over the last axis; return weights @ v.",
+    hint="Follow the four stages and write the shape of each array: scores (..., L, S), one row per "
+         "query; scaled by the standard deviation of a dot product of width E; a blocked key must get "
+         "weight exactly 0 after the softmax (what score does that?); each row of weights averages the "
+         "values.",
     time_limit=3.0,
     perf_case=_attention_perf_case(),  # the triple loop needs ~17 M Python steps here: seconds
     slow_limit=1.0,                    # a loop over query rows takes ~10 ms
+))
+
+
+# --------------------------------------------------------------------------- cross_attention
+
+def cross_attention_reference(x, y, w_q, w_k, w_v):
+    """One head of cross-attention: queries from ``x``, keys and values from ``y``.
+
+    Args:
+        x: ``(L, d_x)`` the sequence that asks (one row per query token).
+        y: ``(S, d_y)`` the sequence that is read (one row per key/value token).
+        w_q: ``(d_x, d_k)`` query projection.
+        w_k: ``(d_y, d_k)`` key projection.
+        w_v: ``(d_y, d_v)`` value projection.
+
+    Returns:
+        ``(L, d_v)``: ``softmax(Q Kᵀ / √d_k) V`` with ``Q = x w_q``, ``K = y w_k``, ``V = y w_v``.
+    """
+    x, y, w_q, w_k, w_v = map(_f64, (x, y, w_q, w_k, w_v))
+    q = x @ w_q                                   # (L, d_x) @ (d_x, d_k) -> (L, d_k)
+    k = y @ w_k                                   # (S, d_y) @ (d_y, d_k) -> (S, d_k)
+    v = y @ w_v                                   # (S, d_y) @ (d_y, d_v) -> (S, d_v)
+    scores = q @ k.T / math.sqrt(q.shape[-1])     # (L, d_k) @ (d_k, S) -> (L, S)
+    return _stable_softmax(scores, axis=-1) @ v   # (L, S) @ (S, d_v) -> (L, d_v)
+
+
+def _cross(x, y, w_q, w_k, w_v, *, qs="x", ks="y", vs="y", wk="k", wv="v", scale="k", axis=-1,
+           wT=False):
+    """The reference with one thing changed; each keyword is one misconception."""
+    x, y, w_q, w_k, w_v = map(_f64, (x, y, w_q, w_k, w_v))
+    src = {"x": x, "y": y}
+    q = src[qs] @ w_q
+    k = src[ks] @ (w_k if wk == "k" else w_v)
+    v = src[vs] if wv == "none" else src[vs] @ (w_v if wv == "v" else w_k)
+    d = {"k": q.shape[-1], "v": v.shape[-1], "model": x.shape[-1], "one": 1}[scale]
+    weights = _stable_softmax(q @ k.T / math.sqrt(d), axis=axis)
+    if wT:
+        weights = weights.T
+    return weights @ v
+
+
+def _cross_cases():
+    rng = np.random.default_rng(22)
+    n = rng.standard_normal
+
+    def case(L, S, d_x, d_y, d_k, d_v, label, big=1.0):
+        x, y = big * n((L, d_x)), big * n((S, d_y))
+        ws = [n((d_x, d_k)) / math.sqrt(d_x), n((d_y, d_k)) / math.sqrt(d_y), n((d_y, d_v)) / math.sqrt(d_y)]
+        return Case((x, y, *ws), label=label)
+
+    return [
+        case(3, 5, 6, 6, 4, 2, "L = 3 queries, S = 5 keys, d_x = d_y = 6, d_k = 4, d_v = 2"),
+        case(4, 4, 5, 5, 3, 3, "L = S = 4, d_x = d_y = 5, d_k = d_v = 3"),
+        case(2, 6, 4, 4, 4, 5, "L = 2, S = 6, d_x = d_y = d_k = 4, d_v = 5"),
+        case(5, 3, 8, 8, 2, 6, "L = 5 > S = 3, d_x = d_y = 8, d_k = 2, d_v = 6"),
+        case(3, 7, 4, 9, 5, 2, "L = 3, S = 7, query side d_x = 4, source side d_y = 9, d_k = 5, d_v = 2"),
+        case(4, 4, 6, 6, 16, 16, "L = S = 4, d_x = d_y = 6, wide heads d_k = d_v = 16", big=3.0),
+    ]
+
+
+register(Exercise(
+    name="cross_attention",
+    chapter="02_qkv",
+    prompt="Project x to queries and y to keys and values with w_q, w_k, w_v, then attend: "
+           "softmax(Q Kᵀ / √d_k) V, shape (L, d_v).",
+    stub='''def cross_attention(x, y, w_q, w_k, w_v):
+    """One head of cross-attention: x asks, y answers.
+
+    Args:
+        x: (L, d_x) array, the sequence whose tokens ask (queries).
+        y: (S, d_y) array, the sequence that is read (keys and values).
+        w_q: (d_x, d_k) query projection.
+        w_k: (d_y, d_k) key projection.
+        w_v: (d_y, d_v) value projection.
+
+    Returns:
+        (L, d_v) array: one output row per token of x.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError
+''',
+    reference=cross_attention_reference,
+    cases=_cross_cases,
+    mistakes=[
+        Mistake("keys_from_x", "Keys and values taken from the query sequence",
+                "That is self-attention on x. In cross-attention the queries come from x, but the keys "
+                "and values both come from the sequence being read: K = y @ w_k and V = y @ w_v.",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, ks="x", vs="x")),
+        Mistake("values_from_x", "Values taken from the query sequence",
+                "Each weight belongs to one key, and a key and its value are the same token of y: the "
+                "values must come from the sequence the keys come from, V = y @ w_v (one value per key).",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, vs="x")),
+        Mistake("roles_swapped", "The roles of x and y are swapped",
+                "Your queries come from y and your keys and values from x, so you get one output row per "
+                "token of y. The sequence that asks (x) gives the queries: Q = x @ w_q.",
+                lambda x, y, w_q, w_k, w_v: _cross(y, x, w_q, w_k, w_v)),
+        Mistake("keys_as_values", "The key projection used for the values",
+                "V = y @ w_k delivers each token's matching label instead of its content (the chapter's "
+                "'her' received 'a female person', not 'Anna'). Project the values with their own "
+                "matrix: V = y @ w_v, of width d_v.",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, wv="k")),
+        Mistake("projections_swapped", "w_k and w_v swapped",
+                "Your keys are y @ w_v and your values y @ w_k. The key projection is the one whose "
+                "output is compared with the queries, so it must have the queries' width d_k: "
+                "K = y @ w_k (d_k columns), V = y @ w_v (d_v columns). With d_v ≠ d_k the swap cannot "
+                "even be multiplied; with d_v = d_k it silently matches on the content and delivers "
+                "the labels.",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, wk="v", wv="k")),
+        Mistake("values_not_projected", "The values are y itself",
+                "You averaged the raw tokens of y, so the output has y's width d_y. Each token hands "
+                "over its value, its content projected by w_v: V = y @ w_v, which makes the output "
+                "(L, d_v).",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, wv="none")),
+        Mistake("scaled_by_d_v", "Scaled by √d_v instead of √d_k",
+                "The scale undoes the spread of the dot products q·k, which sum d_k products: divide by "
+                "√d_k (the width of the queries and keys), not by the width of the values.",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, scale="v")),
+        Mistake("scaled_by_d_model", "Scaled by the input width instead of √d_k",
+                "The scores are dot products of the projected vectors, which have d_k components, so "
+                "their spread is about √d_k, whatever the width d_x of the input: divide by √d_k.",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, scale="model")),
+        Mistake("no_scaling", "The scores are not scaled",
+                "Q Kᵀ has entries whose variance grows with d_k; divide by √d_k before the softmax.",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, scale="one")),
+        Mistake("softmax_over_queries", "Softmax over the query axis",
+                "Each query of x shares its attention among the S keys of y: the weights of one row of "
+                "the (L, S) scores must sum to 1, so take the softmax along the last axis.",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, axis=0)),
+        Mistake("weights_transposed", "The attention weights are transposed",
+                "The weights are (L, S): row i belongs to query i of x. Transposed they are (S, L) and "
+                "mix the queries instead of the values; the output is weights @ V, (L, S) @ (S, d_v).",
+                lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, wT=True)),
+    ],
+    hint="Write down the shape of every array before you compute it: which sequence do the queries "
+         "come from, which do the keys and the values come from, and which width does the score of a "
+         "query and a key have? The output has one row per token of x.",
 ))

@@ -1,5 +1,5 @@
-"""Exercises of chapter 03 (why divide by sqrt(d_k)): ``dot_product_variance`` and
-``softmax_jacobian``."""
+"""Exercises of chapter 03 (why divide by sqrt(d_k)): ``dot_product_variance`` (predict
+Var(q·k), means included) and ``softmax_jacobian``."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,102 +13,166 @@ def _np(x):
     return np.asarray(x, dtype=np.float64)
 
 
-def dot_product_variance_reference(q, k):
-    """Sample variance of the row-wise dot products ``q[i]·k[i]``.
+def _f(*xs):
+    return [float(x) for x in xs]
+
+
+def dot_product_variance_reference(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    """Var(q·k) for ``q``, ``k`` with ``d_k`` independent components each.
 
     Args:
-        q: ``(N, E)`` N sampled query vectors of width E = d_k.
-        k: ``(N, E)`` N sampled key vectors (row i is paired with ``q[i]``).
+        d_k: number of components.
+        mu_q, sigma_q: mean and standard deviation of every component of ``q``.
+        mu_k, sigma_k: the same for ``k``.
 
     Returns:
-        float: the variance of the N numbers ``q[i]·k[i]`` (dividing by N or N - 1 are
-        both accepted: the cases have N ≥ 2000, inside the tolerance).
+        float: ``d_k (σ_q²σ_k² + σ_q²μ_k² + μ_q²σ_k²)``. One term ``q_i k_i`` has
+        ``E[(q_i k_i)²] = (σ_q² + μ_q²)(σ_k² + μ_k²)`` and mean ``μ_q μ_k``; the ``d_k``
+        terms are independent, so their variances add.
     """
-    dots = (_np(q) * _np(k)).sum(axis=-1)   # (N, E) -> (N,): one dot product per row
-    return float(dots.var())
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    one_term = (sq**2 + mq**2) * (sk**2 + mk**2) - (mq * mk) ** 2
+    return d * one_term
 
 
-def _dpv_std(q, k):
-    return float((_np(q) * _np(k)).sum(-1).std())
+def _dpv_ignores_means(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    return d * sq**2 * sk**2
 
 
-def _dpv_mean_not_sum(q, k):
-    return float((_np(q) * _np(k)).mean(-1).var())
+def _dpv_second_moment(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    return d * (sq**2 + mq**2) * (sk**2 + mk**2)
 
 
-def _dpv_elementwise(q, k):
-    return float((_np(q) * _np(k)).var())
+def _dpv_with_squared_mean(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    return dot_product_variance_reference(d, mq, sq, mk, sk) + (d * mq * mk) ** 2
 
 
-def _dpv_mean_square(q, k):
-    return float(((_np(q) * _np(k)).sum(-1) ** 2).mean())
+def _dpv_mean(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    return d * mq * mk
 
 
-def _dpv_scaled(q, k):
-    q = _np(q)
-    return float(((q * _np(k)).sum(-1) / np.sqrt(q.shape[-1])).var())
+def _dpv_sigma_as_variance(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    return d * (sq * sk + sq * mk**2 + mq**2 * sk)
+
+
+def _dpv_d_squared(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    return d * dot_product_variance_reference(d, mq, sq, mk, sk)
+
+
+def _dpv_one_cross_term(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    return d * (sq**2 * sk**2 + mq**2 * sk**2)
+
+
+def _dpv_sqrt_d(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    return dot_product_variance_reference(d, mq, sq, mk, sk) / d * d**0.5
+
+
+def _dpv_variances_added(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    d, mq, sq, mk, sk = _f(d_k, mu_q, sigma_q, mu_k, sigma_k)
+    return d * (sq**2 + sk**2)
+
+
+def _dpv_std(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    return dot_product_variance_reference(d_k, mu_q, sigma_q, mu_k, sigma_k) ** 0.5
 
 
 def _dpv_cases():
-    rng = np.random.default_rng(303)
-    c = []
-    for d_k in (1, 16, 256):
-        c.append(Case((rng.standard_normal((2000, d_k)), rng.standard_normal((2000, d_k))),
-                      label=f"unit-variance components, d_k = {d_k}"))
-    c.append(Case((2.0 * rng.standard_normal((3000, 32)), 0.5 * rng.standard_normal((3000, 32))),
-                  label="σ_q = 2, σ_k = 0.5, d_k = 32"))
-    c.append(Case((3.0 * rng.standard_normal((2000, 8)), 1.5 * rng.standard_normal((2000, 8))),
-                  label="σ_q = 3, σ_k = 1.5, d_k = 8"))
-    c.append(Case((1.0 + rng.standard_normal((2500, 16)), 1.0 + rng.standard_normal((2500, 16))),
-                  label="components with mean 1 (the mean of q·k is d_k, not 0)"))
-    return c
+    grid = [((64, 0.0, 1.0, 0.0, 1.0), "unit-variance components of mean 0, d_k = 64"),
+            ((16, 0.0, 2.0, 0.0, 0.5), "mean 0, σ_q = 2, σ_k = 0.5, d_k = 16"),
+            ((32, 1.0, 1.0, 1.0, 1.0), "mean 1 and standard deviation 1 on both sides, d_k = 32"),
+            ((8, 2.0, 1.0, 0.0, 3.0), "q has mean 2, k has mean 0, d_k = 8"),
+            ((100, 0.5, 1.0, -1.0, 2.0), "means 0.5 and -1, σ_q = 1, σ_k = 2, d_k = 100"),
+            ((10, 1.0, 0.0, 0.0, 1.0), "q is the constant vector of ones, k ~ N(0, 1), d_k = 10"),
+            ((1, 3.0, 0.0, 2.0, 0.0), "q and k both constant: a single dot product, d_k = 1"),
+            ((512, 0.1, 0.3, 0.2, 0.5), "small means, d_k = 512")]
+    return [Case(args, label=label) for args, label in grid]
 
 
 register(Exercise(
     name="dot_product_variance",
     chapter="03_scaling",
-    prompt="Given N sampled pairs (q[i], k[i]), return the sample variance of the N dot products q[i]·k[i].",
-    stub='''def dot_product_variance(q, k):
-    """Sample variance of row-wise dot products.
+    prompt="Predict Var(q·k) for d_k independent components with means μ_q, μ_k and standard deviations "
+           "σ_q, σ_k.",
+    stub='''def dot_product_variance(d_k, mu_q, sigma_q, mu_k, sigma_k):
+    """Variance of the dot product q·k of two random vectors.
+
+    Every component q_i is independent with mean mu_q and standard deviation
+    sigma_q; every k_i is independent with mean mu_k and standard deviation
+    sigma_k (and independent of q).
 
     Args:
-        q: (N, d_k) array, N sampled query vectors.
-        k: (N, d_k) array, N sampled key vectors (row i pairs with q[i]).
+        d_k: number of components of q and of k.
+        mu_q, sigma_q: mean and standard deviation of each q_i.
+        mu_k, sigma_k: mean and standard deviation of each k_i.
 
     Returns:
-        float: the variance of the N numbers q[i] · k[i].
+        float: Var(q·k), exactly (no sampling).
     """
     # YOUR CODE HERE
     raise NotImplementedError
 ''',
     reference=dot_product_variance_reference,
     cases=_dpv_cases,
-    rtol=2e-3,   # accepts dividing by N or by N - 1 (N >= 2000)
+    rtol=1e-9,
     atol=1e-9,
     mistakes=[
-        Mistake("std", "The standard deviation, not the variance",
-                "You return the spread in the units of q·k (about √d_k). The claim is about the "
-                "variance, which grows like d_k: drop the square root (use .var(), not .std()).",
+        Mistake("ignores_means", "The means are left out",
+                "σ_q²σ_k² d_k holds only for components of mean 0. With a non-zero mean a component "
+                "also carries its mean into the product: Var(q_i k_i) = E[q_i²]E[k_i²] - (E[q_i]E[k_i])², "
+                "with E[q_i²] = σ_q² + μ_q². Expand it: two more terms appear.",
+                _dpv_ignores_means),
+        Mistake("second_moment", "The squared mean of each term is not subtracted",
+                "(σ_q² + μ_q²)(σ_k² + μ_k²) is E[(q_i k_i)²], the second moment of one term, not its "
+                "variance. Subtract the square of its mean, (μ_q μ_k)², before multiplying by d_k.",
+                _dpv_second_moment),
+        Mistake("with_squared_mean", "The mean of q·k counted as spread",
+                "You added (d_k μ_q μ_k)², the square of the MEAN of q·k. The mean does grow with d_k "
+                "when μ_q μ_k ≠ 0, but a shift is not spread: the variance is E[(q·k - E[q·k])²] and "
+                "grows only like d_k. Leave the squared mean out.",
+                _dpv_with_squared_mean),
+        Mistake("mean_not_variance", "The mean instead of the variance",
+                "d_k μ_q μ_k is E[q·k], the mean of the dot product (0 when either mean is 0). The "
+                "question is about its spread around that mean: the variance.",
+                _dpv_mean),
+        Mistake("sigma_as_variance", "Standard deviations used as variances",
+                "sigma_q and sigma_k are standard deviations; the variance of a component is their "
+                "square, σ_q². Square them before you combine them.",
+                _dpv_sigma_as_variance),
+        Mistake("d_k_squared", "Variances scaled by d_k² as if the terms were copies",
+                "Var(d_k X) = d_k² Var(X) holds for d_k copies of ONE number. The d_k terms q_i k_i are "
+                "independent, and the variance of a sum of independent terms is the sum of their "
+                "variances: d_k · Var(q_i k_i).",
+                _dpv_d_squared),
+        Mistake("sqrt_d_k", "√d_k instead of d_k",
+                "√d_k is how the STANDARD DEVIATION of q·k grows (that is why the scores are divided by "
+                "√d_k). The variance is its square: the d_k independent terms each add their variance, "
+                "so the sum has d_k times the variance of one term.",
+                _dpv_sqrt_d),
+        Mistake("std_not_variance", "The standard deviation instead of the variance",
+                "Your numbers are the square roots of the variance: the standard deviation of q·k. "
+                "The question asks for the variance itself; do not take the square root at the end.",
                 _dpv_std),
-        Mistake("mean_not_sum", "Averaged over the components instead of summed",
-                "A dot product sums its d_k products; taking their mean divides it by d_k and its "
-                "variance by d_k². Use (q * k).sum(-1), or einsum('ne,ne->n', q, k).",
-                _dpv_mean_not_sum),
-        Mistake("elementwise", "Variance of the single products q_i k_i",
-                "You took the variance over all the N·d_k products before summing them, which is "
-                "about σ_q²σ_k² whatever d_k is. First sum each row into one dot product, then take "
-                "the variance of those N numbers.",
-                _dpv_elementwise),
-        Mistake("mean_square", "Mean of the squares, without subtracting the mean",
-                "E[(q·k)²] equals the variance only when the mean is 0. With components of mean 1 "
-                "the dot products average d_k, so subtract their mean first (or use .var()).",
-                _dpv_mean_square),
-        Mistake("scaled", "Variance of the scaled scores",
-                "You divided the dot products by √d_k, which is exactly the fix the chapter derives; "
-                "this exercise asks for the variance of the raw q·k (which grows with d_k).",
-                _dpv_scaled),
+        Mistake("variances_added", "The variances of q_i and k_i added",
+                "q_i k_i is a product, not a sum: Var(q_i + k_i) = σ_q² + σ_k², but the variance of a "
+                "product of independent numbers is E[q_i²] E[k_i²] - (E[q_i] E[k_i])². Work it out "
+                "from the second moments.",
+                _dpv_variances_added),
+        Mistake("one_cross_term", "Only one of the two cross terms",
+                "Both means enter symmetrically: Var(q_i k_i) = σ_q²σ_k² + σ_q²μ_k² + μ_q²σ_k². You "
+                "kept μ_q²σ_k² but dropped σ_q²μ_k².",
+                _dpv_one_cross_term),
     ],
-    hint="dots = (q * k).sum(axis=-1) has shape (N,); return its variance as a float.",
+    hint="Split q·k into its d_k independent terms q_i k_i: how do the variances of independent terms "
+         "combine? For one term, start from Var(X) = E[X²] - E[X]². Which expectations does independence "
+         "let you split, and what is E[q_i²] for a number with mean μ_q and standard deviation σ_q?",
 ))
 
 # --------------------------------------------------------------------------- softmax_jacobian
@@ -172,6 +236,15 @@ def _jac_naive_exp(x):
     return p[..., :, None] * np.eye(p.shape[-1]) - p[..., :, None] * p[..., None, :]
 
 
+def _jac_one_vector_only(x):
+    p = _softmax(_np(x))
+    return np.diag(p) - np.outer(p, p)   # right for one vector; raises or is wrong for a batch
+
+
+def _jac_negated(x):
+    return -softmax_jacobian_reference(x)
+
+
 def _jac_cases():
     rng = np.random.default_rng(304)
     return [
@@ -219,10 +292,21 @@ register(Exercise(
                 "∂p_i/∂x_j = p_i(δ_ij - p_j): the outer product is subtracted. A quick check: each row "
                 "of J sums to 0 because the weights always sum to 1.",
                 _jac_plus_outer),
+        Mistake("negated", "Every sign is flipped: p pᵀ - diag(p)",
+                "Raising x_i raises p_i, so the diagonal entries p_i(1 - p_i) must be positive, and it "
+                "lowers every other p_j, so the off-diagonal entries -p_i p_j are negative. Yours has "
+                "the opposite signs: subtract the outer product from diag(p), not the other way round.",
+                _jac_negated),
         Mistake("uses_x", "The formula applied to the logits",
                 "diag(p) - p pᵀ needs the probabilities p = softmax(x), not the logits x themselves. "
                 "Compute p first.",
                 _jac_uses_x),
+        Mistake("one_vector_only", "Right for one vector, not for a batch",
+                "np.diag and np.outer treat their input as ONE vector: for a batch (..., n), np.diag "
+                "takes a diagonal and np.outer flattens everything. Build the (..., n, n) result by "
+                "broadcasting instead: give p a new axis for i and another for j, and use np.eye(n) "
+                "for the diagonal.",
+                _jac_one_vector_only),
         Mistake("wrong_axis", "Softmax over the batch axis",
                 "For a batch (..., n) the softmax runs over the last axis; yours normalised over "
                 "axis 0. Use axis=-1 (and keepdims=True when you subtract the max and divide).",
@@ -233,6 +317,7 @@ register(Exercise(
                 "over the last axis before exp.",
                 _jac_naive_exp),
     ],
-    hint="p = softmax(x); p[..., :, None] * np.eye(n) is the batched diag(p); "
-         "p[..., :, None] * p[..., None, :] is the batched outer product.",
+    hint="Differentiate p_i = e^(x_i) / Σ e^(x_j) with the quotient rule, once for j = i and once for "
+         "j ≠ i: both cases fit one formula in p alone. Then build it for a whole batch with broadcasting "
+         "(a new axis for j).",
 ))
