@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._core import Case, Exercise, Mistake, register
+from ._core import ATTENTION_SHORTCUTS, Case, Exercise, Mistake, register
 
 # --------------------------------------------------------------------------- soft_lookup
 
@@ -129,6 +129,7 @@ register(Exercise(
                 _lookup_naive_exp),
     ],
     hint="scores = query @ keys.T has shape (L, S); softmax each row; then weights @ values.",
+    forbidden=ATTENTION_SHORTCUTS,  # the library's attention is the answer
 ))
 
 # --------------------------------------------------------------------------- receptive_field

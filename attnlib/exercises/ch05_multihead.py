@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._core import Case, Exercise, Mistake, register
+from ._core import MULTIHEAD_SHORTCUTS, Case, Exercise, Mistake, register
 
 __all__ = []  # exercises register themselves; nothing to import from here
 
@@ -218,4 +218,5 @@ register(Exercise(
          "keys; weights @ v; back to (..., n, d_model); @ w_o.",
     rtol=1e-5,
     atol=1e-6,
+    forbidden=MULTIHEAD_SHORTCUTS,
 ))
