@@ -378,3 +378,64 @@ def test_an_import_inside_the_function_is_watched_too():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["library_shortcut", "torch.softmax"], out.stdout
+
+
+def test_interrupting_a_check_in_a_real_jupyter_kernel_leaves_nothing_running():
+    """The same as leak 1, through a real ipykernel and its interrupt (the stop button)."""
+    jc = pytest.importorskip("jupyter_client.manager")
+    km, kc = jc.start_new_kernel(kernel_name="python3", env=dict(os.environ, PYTHONPATH=os.getcwd()))
+
+    def run(code, timeout=120):
+        msg_id = kc.execute(code)
+        out = []
+        while True:
+            msg = kc.get_iopub_msg(timeout=timeout)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind = msg["msg_type"]
+            if kind == "stream":
+                out.append(msg["content"]["text"])
+            elif kind == "error":
+                out.append("ERROR " + msg["content"]["ename"])
+            elif kind == "status" and msg["content"]["execution_state"] == "idle":
+                return "".join(out)
+
+    try:
+        pid = int(run("import os, numpy as np, torch, attnlib as al\nprint(os.getpid())").strip())
+        msg_id = kc.execute("def softmax(x, axis=-1):\n    while True:\n        pass\n"
+                            "al.exercises.check('softmax', softmax)")
+        time.sleep(1.5)
+        km.interrupt_kernel()
+        errors = []
+        while True:
+            msg = kc.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "error":
+                errors.append(msg["content"]["ename"])
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        assert errors == ["KeyboardInterrupt"]
+        time.sleep(1.0)  # the kernel's own after-interrupt work (traceback) settles
+
+        def kernel_tree_cpu():
+            total, todo = 0.0, [pid]
+            stats = {int(n): _stat(int(n)) for n in os.listdir("/proc") if n.isdigit()}
+            while todo:
+                p = todo.pop()
+                total += stats[p][1] if stats.get(p) else 0.0
+                todo += [c for c, st in stats.items() if st and st[0] == p]
+            return total
+
+        c0 = kernel_tree_cpu()
+        time.sleep(3.0)
+        burned = kernel_tree_cpu() - c0
+        assert burned < 0.3, f"the kernel and its children burned {burned:.2f} CPU-s after the interrupt"
+        t0 = time.perf_counter()
+        out = run("def softmax(x, axis=-1):\n    e = np.exp(x - x.max(axis=axis, keepdims=True))\n"
+                  "    return e / e.sum(axis=axis, keepdims=True)\n"
+                  "print(al.exercises.check('softmax', softmax).passed)")
+        assert out.strip() == "True" and time.perf_counter() - t0 < 10
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
