@@ -143,9 +143,17 @@ def test_a_loop_only_the_memory_test_triggers_is_stopped():
                 pass
         return tiled_torch(q, k, v, block_size)
 
-    res = check("tiled_attention", hangs_on_big_inputs)
+    from dataclasses import replace
+    # the same exercise with shorter limits (the extra test may take 2 x 1 + 0.5 s, not 12 s)
+    quick = al.exercises.register(replace(al.exercises.EXERCISES["tiled_attention"], name="tiled_attention_quick",
+                                          time_limit=1.0, slow_limit=0.5))
+    try:
+        res = check(quick.name, hangs_on_big_inputs)
+    finally:
+        al.exercises.EXERCISES.pop(quick.name)
     assert res.details["problem"] == "timeout" and "extra test" in res.message, res.message
-    assert "background" not in res.message
+    assert "took longer than 2.5 s" in res.message and "background" not in res.message
+    assert check("tiled_attention", tiled_torch).passed  # nothing left running slows the next check
 
 
 def test_a_crashing_solution_gets_a_message_not_an_exception():

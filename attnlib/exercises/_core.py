@@ -218,8 +218,9 @@ class CheckResult:
     ``mistake`` is the key of the recognised mistake (or None); ``details["problem"]``
     names the kind of failure (``"raised"``, ``"none"``, ``"type"``, ``"shape"``,
     ``"dtype"``, ``"nan"``, ``"inf"``, ``"value"``, ``"timeout"``, ``"signature"``,
-    ``"mutates"``, ``"slow"``, ``"mistake"``, ``"extra"``); ``details["printed"]`` holds
-    the start of what the learner's function printed.
+    ``"mutates"``, ``"slow"``, ``"mistake"``, ``"extra"``, ``"crashed"``, ``"forbidden"``);
+    ``details["printed"]`` holds the start of what the learner's function printed (stdout
+    and stderr), ``details["called"]`` the forbidden library function it called.
     """
 
     name: str
@@ -370,6 +371,10 @@ def check(name: str, fn: Callable) -> CheckResult:
     Returns:
         a :class:`CheckResult` with ``.passed`` and ``.message``; it displays itself in
         a notebook.
+
+    ``fn`` runs in a separate worker process (threads where fork is unsafe): what it
+    prints is shown with the verdict, and changes it makes to notebook variables are not
+    kept.
 
     Example::
 

@@ -384,11 +384,18 @@ def _child_main(conn, tasks: list, watch_names: tuple, fn: Callable | None) -> N
     try:
         torch = sys.modules.get("torch")
         if torch is not None:  # the parent's OpenMP pool does not survive fork: run on one thread
-            torch.set_num_threads(1)
+            with contextlib.suppress(Exception):
+                torch.set_num_threads(1)
         warnings.simplefilter("ignore")
+        with contextlib.suppress(Exception):  # a crash is reported by the parent, not dumped here
+            import faulthandler
+            faulthandler.disable()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles the interrupt
         signal.signal(signal.SIGPROF, lambda *_: os._exit(_CPU_EXIT))
-        watch = Watch(watch_names, fn).install() if watch_names else None
+        try:
+            watch = Watch(watch_names, fn).install() if watch_names else None
+        except Exception:  # noqa: BLE001 - an odd module state: check the values at least
+            watch = None
         while True:
             try:
                 msg = conn.recv()
@@ -587,6 +594,9 @@ class _ThreadWorker:
             stuck = not done.is_set() and not _stop(th)
             if stuck:
                 _STUCK.append(th)
+                if watch is not None:  # a stuck thread must not leave the library wrapped
+                    watch.active = False
+                    watch.undo()
             return Outcome("cpu" if hit_cpu else "timeout", seconds=limit, cpu=cpu_limit or 0.0, stuck=stuck)
         out = box["out"]
         if cpu_limit is not None and out.cpu > cpu_limit:
