@@ -103,7 +103,7 @@ def test_loop_that_catches_the_first_interrupt_is_stopped_too(toy):
 def test_kernel_interrupt_during_a_check_stops_the_worker_too(toy):
     """The notebook's "interrupt" button (SIGINT to the main thread) must not leave the
     learner's loop running in the background."""
-    toy(time_limit=5.0)
+    toy(time_limit=8.0, total_time_limit=20.0)  # the interrupt must come first, even on a busy machine
 
     def spin(x):
         while True:
@@ -119,7 +119,11 @@ def test_kernel_interrupt_during_a_check_stops_the_worker_too(toy):
     assert _wait_no_workers(1.0)
 
 
-def test_long_c_call_is_reported_and_the_thread_ends_when_it_returns(toy):
+def test_long_c_call_is_reported_and_the_thread_ends_when_it_returns(toy, monkeypatch):
+    """Thread fallback (used where fork is unsafe): a C call cannot be interrupted, the
+    verdict says it still runs, and the thread ends when the call returns. (The forked
+    worker kills it at once: tests/test_exercise_leaks.py.)"""
+    monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "thread")
     toy(time_limit=0.2)
     r = check("toy_double", lambda x: time.sleep(1.6))  # longer than the 1 s spent stopping it
     assert r.details["problem"] == "timeout" and "background" in r.message
@@ -265,7 +269,7 @@ def test_none_in_only_the_masked_branch_is_pointed_out():
 
 
 def test_torch_only_code_on_numpy_inputs_gets_a_conversion_tip():
-    r = check("softmax", lambda x, axis=-1: torch.softmax(x, dim=axis))
+    r = check("softmax", lambda x, axis=-1: torch.exp(x) / torch.exp(x).sum(dim=axis, keepdim=True))
     assert r.details["problem"] == "raised" and "torch.as_tensor" in r.message
 
 
@@ -444,3 +448,163 @@ def test_html_escapes_and_shows_the_hint():
     page = r._repr_html_()
     assert "a &lt; b &amp; c" in page and "use &lt;b&gt;" in page and "Hint:" in page
     assert "  Hint: use <b>" in str(r)
+
+
+# --------------------------------------------------------------------------- library shortcuts
+
+def _softmax_ref(x, axis=-1):
+    return al.exercises.ch02_qkv.softmax_reference(x, axis)
+
+
+from attnlib import softmax as imported_softmax  # noqa: E402 - a learner's `from attnlib import softmax`
+
+
+@pytest.mark.parametrize("fn, called", [
+    (lambda x, axis=-1: al.softmax(x, axis=axis), "al.softmax"),
+    (al.softmax, "al.softmax"),
+    (lambda x, axis=-1: imported_softmax(x, axis=axis), "al.softmax"),
+    (lambda x, axis=-1: torch.softmax(torch.as_tensor(x), dim=axis), "torch.softmax"),
+    (lambda x, axis=-1: torch.nn.functional.softmax(torch.as_tensor(x), dim=axis), "F.softmax"),
+    (lambda x, axis=-1: torch.as_tensor(x).softmax(axis), "torch.Tensor.softmax"),
+    (lambda x, axis=-1: torch.special.softmax(torch.as_tensor(x), axis), "torch.special.softmax"),
+], ids=["al.softmax", "al.softmax itself", "imported name", "torch.softmax", "F.softmax", "Tensor.softmax",
+        "torch.special"])
+def test_softmax_by_the_library_is_refused(fn, called):
+    r = check("softmax", fn)
+    assert r.status == "failed" and r.mistake == "library_shortcut", str(r)
+    assert r.details["called"] == called and called in r.message
+    assert "the exercise is to write softmax yourself" in r.message
+
+
+def _attention_via(kind):
+    def attention(q, k, v, mask=None):
+        if kind == "al.sdpa":
+            return al.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if kind == "al.flash":
+            return al.flash_attention(q, k, v, attn_mask=mask)
+        if kind == "al.mha":  # one head with identity projections is plain attention
+            eye = np.eye(q.shape[-1])
+            return al.multi_head_attention(q, k, v, 1, eye, eye, eye, eye, attn_mask=mask)
+        q, k, v = (torch.as_tensor(a) for a in (q, k, v))
+        m = None if mask is None else torch.as_tensor(mask)
+        if kind == "F.sdpa":
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)
+        mha = torch.nn.MultiheadAttention(q.shape[-1], 1, bias=False, batch_first=True, dtype=q.dtype)
+        return mha(q, k, v, need_weights=False)[0]
+    return attention
+
+
+@pytest.mark.parametrize("kind, called", [
+    ("al.sdpa", "al.scaled_dot_product_attention"), ("al.flash", "al.flash_attention"),
+    ("al.mha", "al.multi_head_attention"), ("F.sdpa", "F.scaled_dot_product_attention"),
+    ("nn.MHA", "nn.MultiheadAttention"),
+])
+def test_attention_by_the_library_is_refused(kind, called):
+    r = check("attention", _attention_via(kind))
+    assert r.status == "failed" and r.mistake == "library_shortcut", str(r)
+    assert r.details["called"] == called and called in r.message and "write attention yourself" in r.message
+
+
+@pytest.mark.parametrize("use", ["al", "nn"])
+def test_multi_head_attention_by_the_library_is_refused(use):
+    def multi_head_attention(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+        if use == "al":
+            return al.multi_head_attention(x, x, x, num_heads, w_q, w_k, w_v, w_o, attn_mask=mask)
+        mha = torch.nn.MultiheadAttention(x.shape[-1], num_heads, bias=False, batch_first=True, dtype=torch.float64)
+        return mha(*(torch.as_tensor(x),) * 3, need_weights=False)[0]
+
+    r = check("multi_head_attention", multi_head_attention)
+    assert r.mistake == "library_shortcut", str(r)
+    assert ("al.multi_head_attention" if use == "al" else "nn.MultiheadAttention") in r.message
+
+
+def test_the_parent_keeps_the_real_library_functions():
+    check("softmax", lambda x, axis=-1: al.softmax(x, axis=axis))
+    check("attention", _attention_via("F.sdpa"))
+    assert al.softmax.__name__ == "softmax" and not hasattr(al.softmax, "__wrapped__")
+    assert imported_softmax is al.softmax
+    assert torch.Tensor.softmax.__name__ == "softmax" and not hasattr(torch.Tensor.softmax, "__wrapped__")
+    assert not hasattr(torch.nn.functional.scaled_dot_product_attention, "__wrapped__")
+    import builtins
+    assert builtins.__import__.__name__ == "__import__"
+
+
+def test_shortcuts_are_caught_in_the_thread_fallback_and_undone_after(monkeypatch):
+    monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "thread")
+    r = check("softmax", lambda x, axis=-1: torch.softmax(torch.as_tensor(x), dim=axis))
+    assert r.mistake == "library_shortcut" and r.details["called"] == "torch.softmax"
+    assert not hasattr(torch.softmax, "__wrapped__") and not hasattr(al.softmax, "__wrapped__")
+    assert check("softmax", _softmax_ref).passed
+
+
+def test_a_library_helper_that_is_not_the_answer_is_allowed():
+    # torch.softmax is the answer of "softmax", not of "attention": a building block there
+    def attention(q, k, v, mask=None):
+        q, k, v = (torch.as_tensor(a) for a in (q, k, v))
+        s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+        if mask is not None:
+            s = s.masked_fill(~torch.as_tensor(mask), float("-inf"))
+        return torch.softmax(s, dim=-1) @ v
+    assert check("attention", attention).passed
+
+
+def test_forbidden_must_be_dotted_names(toy):
+    with pytest.raises(ValueError, match="dotted names"):
+        toy(name="toy_bad_forbidden", forbidden="attnlib.softmax")
+
+
+# --------------------------------------------------------------------------- dtypes and masked arrays
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_correct_low_precision_answers_pass_with_their_dtype_tolerance(dtype):
+    ref = al.exercises.ch02_qkv.attention_reference
+
+    def attention(q, k, v, mask=None):  # computed in the low precision itself
+        q, k, v = (torch.as_tensor(a, dtype=dtype) for a in (q, k, v))
+        s = (q @ k.transpose(-2, -1)).float() / q.shape[-1] ** 0.5
+        if mask is not None:
+            s = s.masked_fill(~torch.as_tensor(mask), float("-inf"))
+        return (s.softmax(-1).to(dtype) @ v)
+
+    r = check("attention", attention)
+    name = str(dtype).split(".")[1]
+    assert r.passed, str(r)
+    assert name in r.message and "tolerance" in r.message
+    assert check("softmax", lambda x, axis=-1: torch.as_tensor(_softmax_ref(x, axis)).to(dtype)).passed
+    # a real mistake is still caught at that tolerance, and the verdict says which tolerance
+    wrong = check("softmax", lambda x, axis=-1: torch.as_tensor(_softmax_ref(x, axis) * 1.15).to(dtype))
+    assert not wrong.passed and f"your answer is {name}" in wrong.message
+    assert ref is al.exercises.ch02_qkv.attention_reference
+
+
+def test_a_masked_array_answer_is_refused():
+    def softmax(x, axis=-1):
+        return np.ma.masked_array(_softmax_ref(x, axis), mask=np.zeros(np.shape(x), bool))
+    r = check("softmax", softmax)
+    assert r.status == "failed" and r.details["problem"] == "type", str(r)
+    assert "masked array" in r.message and "plain array" in r.message
+
+
+# --------------------------------------------------------------------------- hints
+
+@pytest.mark.parametrize("hint, shown", [
+    ("m = x.max(axis=axis, keepdims=True); e = np.exp(x - m); return e / e.sum()", None),
+    ("Subtract the row maximum first. Then: e = np.exp(x - m).", "Subtract the row maximum first."),
+    ("Each query shares its attention among the keys, so normalise along the last axis.",
+     "Each query shares its attention among the keys, so normalise along the last axis."),
+    ("Combine as causal[None, :, :] & padding[:, None, :].", None),
+])
+def test_the_checker_never_shows_code_as_a_hint(hint, shown):
+    text = al.exercises.displayed_hint(hint)
+    assert text == (shown or al.exercises._core._GENERIC_HINT)
+
+
+def test_a_timeout_shows_the_hint_idea_but_never_code(toy):
+    toy(hint="Multiply every entry by two. For example: y = 2 * x.")
+
+    def spin(x):
+        while True:
+            pass
+
+    r = check("toy_double", spin)
+    assert r.details["problem"] == "timeout" and r.hint == "Multiply every entry by two."

@@ -33,7 +33,9 @@ def softmax_logsumexp(x, axis=-1):
 
 
 def softmax_torch_out(x, axis=-1):
-    return torch.softmax(torch.as_tensor(x), dim=axis)  # a float64 tensor comes back
+    t = torch.as_tensor(x)  # (torch.softmax itself is the library's answer: refused)
+    e = (t - t.amax(dim=axis, keepdim=True)).exp()
+    return e / e.sum(dim=axis, keepdim=True)  # a float64 tensor comes back
 
 
 def softmax_torch_manual(x, axis=-1):
@@ -51,7 +53,7 @@ def softmax_copy_then_in_place(x, axis=-1):
 
 
 def softmax_float32_torch(x, axis=-1):
-    return torch.softmax(torch.as_tensor(x, dtype=torch.float32), dim=axis)
+    return softmax_torch_out(torch.as_tensor(x, dtype=torch.float32), axis)
 
 
 @pytest.mark.parametrize("fn", [softmax_row_loop, softmax_logsumexp, softmax_torch_out, softmax_torch_manual,
@@ -125,10 +127,15 @@ def attention_einsum(q, k, v, mask=None):
     return np.einsum("...ls,...sv->...lv", w, v)
 
 
-def attention_torch_sdpa(q, k, v, mask=None):
+def attention_torch_sdpa(q, k, v, mask=None):  # torch's SDPA is the library's answer: refused
     q, k, v = (torch.as_tensor(a) for a in (q, k, v))
     m = None if mask is None else torch.as_tensor(mask)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=m)  # same bool convention
+
+
+def test_torch_sdpa_is_refused_as_the_library_answer():
+    r = check("attention", attention_torch_sdpa)
+    assert r.status == "failed" and r.mistake == "library_shortcut" and "scaled_dot_product_attention" in r.message
 
 
 def attention_torch_manual(q, k, v, mask=None):
@@ -161,7 +168,7 @@ def attention_boolean_indexing(q, k, v, mask=None):
     return softmax_logsumexp(scores) @ v
 
 
-@pytest.mark.parametrize("fn", [attention_row_loop, attention_einsum, attention_torch_sdpa, attention_torch_manual,
+@pytest.mark.parametrize("fn", [attention_row_loop, attention_einsum, attention_torch_manual,
                                 attention_additive_mask, attention_mask_the_exponentials,
                                 attention_boolean_indexing, attention_reference])
 def test_correct_attention_in_any_style_passes(fn):
@@ -186,11 +193,18 @@ def test_masking_the_exponentials_with_the_max_over_all_keys_fails_on_large_scor
     assert "0 / 0" in r.message and "The other 9 cases pass" in r.message
 
 
-def _sdpa(**kw):
+def _sdpa(scale=None, is_causal=False):
+    """SDPA written out in torch (calling F.scaled_dot_product_attention is refused)."""
     def attention(q, k, v, mask=None):
         q, k, v = (torch.as_tensor(a) for a in (q, k, v))
-        m = None if mask is None else torch.as_tensor(mask)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, **kw)
+        s = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
+        if is_causal:
+            if mask is not None:
+                raise RuntimeError("attn_mask and is_causal cannot both be set")
+            s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+        elif mask is not None:
+            s = s.masked_fill(~torch.as_tensor(mask), float("-inf"))
+        return s.softmax(-1) @ v
     return attention
 
 
@@ -201,8 +215,10 @@ def test_torch_with_scale_one_is_no_scaling():
 def test_nn_multihead_convention_is_mask_inverted():
     def attention(q, k, v, mask=None):
         q, k, v = (torch.as_tensor(a) for a in (q, k, v))
-        m = None if mask is None else ~torch.as_tensor(mask)  # True = blocked, as in nn.MultiheadAttention
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+        s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+        if mask is not None:  # True = blocked, as in nn.MultiheadAttention
+            s = s.masked_fill(torch.as_tensor(mask), float("-inf"))
+        return s.softmax(-1) @ v
     assert check("attention", attention).mistake == "mask_inverted"
 
 

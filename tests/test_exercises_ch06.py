@@ -1,6 +1,8 @@
 """Chapter 6 exercises beyond the generic contract (tests/test_exercises_contract.py):
-other correct solutions pass, and a solution that builds the (L, S) score matrix is
-rejected by the peak-memory check."""
+other correct solutions pass (NumPy, torch, two-level tiling, the merge of the previous
+exercise), and what tiling promises is held for any array library: a solution that
+builds the (L, S) score matrix, or tiles the queries instead of the keys, is rejected by
+the peak-memory check, in NumPy and in torch; the library's own attention is refused."""
 import math
 
 import numpy as np
@@ -13,8 +15,13 @@ from attnlib.exercises import check
 NAMES = ["online_softmax_merge", "tiled_attention"]
 
 
-def test_attnlib_merge_passes():
-    assert check("online_softmax_merge", al.online_softmax_merge).passed
+def test_attnlib_merge_agrees_with_the_reference_but_is_refused_as_the_answer():
+    ex = al.exercises.EXERCISES["online_softmax_merge"]
+    for case in ex.all_cases():
+        for got, want in zip(al.online_softmax_merge(*case.args), ex.reference(*case.args)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    res = check("online_softmax_merge", al.online_softmax_merge)
+    assert res.mistake == "library_shortcut" and "al.online_softmax_merge" in res.message
 
 
 def merge_torch(m1, l1, acc1, m2, l2, acc2):
@@ -30,10 +37,17 @@ def test_a_torch_merge_passes():
 
 
 def tiled_two_level(q, k, v, block_size):
-    """Tiles over queries *and* keys, like flash_attention."""
+    """Tiles over queries *and* keys, like flash_attention (written out)."""
     out = np.empty((q.shape[0], v.shape[1]))
     for i in range(0, q.shape[0], block_size):
-        out[i:i + block_size] = al.flash_attention(q[i:i + block_size], k, v, block_size=block_size)
+        qb = q[i:i + block_size] / math.sqrt(q.shape[-1])
+        m, l, acc = np.full(len(qb), -np.inf), np.zeros(len(qb)), np.zeros((len(qb), v.shape[1]))
+        for j in range(0, k.shape[0], block_size):
+            s = qb @ k[j:j + block_size].T  # (block, block)
+            m_new = np.maximum(m, s.max(1))
+            a, p = np.exp(m - m_new), np.exp(s - m_new[:, None])
+            l, acc, m = a * l + p.sum(1), a[:, None] * acc + p @ v[j:j + block_size], m_new
+        out[i:i + block_size] = acc / l[:, None]
     return out
 
 
@@ -67,13 +81,79 @@ def test_other_correct_tiled_solutions_pass(fn):
     assert res.passed, res.message
 
 
-def test_a_solution_that_builds_the_score_matrix_is_rejected_by_memory():
-    def untiled(q, k, v, block_size):
-        return al.scaled_dot_product_attention(q, k, v)
+def full_numpy(q, k, v, block_size):
+    s = q @ k.T / math.sqrt(q.shape[-1])
+    w = np.exp(s - s.max(1, keepdims=True))
+    return (w / w.sum(1, keepdims=True)) @ v
 
-    res = check("tiled_attention", untiled)
-    assert res.status == "failed"
-    assert "peak memory" in res.message and "L x S array" in res.message and "Loop over key" in res.message
+
+def full_torch(q, k, v, block_size):  # tracemalloc would not see these allocations
+    q, k, v = (torch.as_tensor(x) for x in (q, k, v))
+    return torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+def query_tiled_numpy(q, k, v, block_size):
+    out = np.empty((q.shape[0], v.shape[1]))
+    for i in range(0, q.shape[0], block_size):
+        out[i:i + block_size] = full_numpy(q[i:i + block_size], k, v, block_size)  # (block, S) scores
+    return out
+
+
+def query_tiled_torch(q, k, v, block_size):
+    q, k, v = (torch.as_tensor(x) for x in (q, k, v))
+    return torch.cat([full_torch(qb, k, v, block_size) for qb in q.split(block_size)])
+
+
+@pytest.mark.parametrize("fn, key", [(full_numpy, "full_score_matrix"), (full_torch, "full_score_matrix"),
+                                     (query_tiled_numpy, "query_tiling"), (query_tiled_torch, "query_tiling")])
+def test_what_tiling_promises_is_held_in_numpy_and_torch(fn, key):
+    res = check("tiled_attention", fn)
+    assert res.status == "failed" and res.mistake == key, res.message
+    m = al.exercises.EXERCISES["tiled_attention"].mistake(key)
+    assert res.message.startswith(m.title) and "key" in res.message
+
+
+def test_an_intermediate_that_grows_with_the_keys_is_named():
+    def tiled_with_a_wide_copy(q, k, v, block_size):
+        wide = np.repeat(k, 40, axis=1)  # (S, 40 E): grows with S, neither L x S nor block x S
+        assert wide.shape[0] == k.shape[0]
+        return tiled_torch(q, k, v, block_size)
+
+    res = check("tiled_attention", tiled_with_a_wide_copy)
+    assert res.status == "failed" and res.details["problem"] == "extra", res.message
+    assert "grows with the number of keys" in res.message and "MiB" in res.message
+
+
+@pytest.mark.parametrize("shortcut, called", [
+    (lambda q, k, v, b: al.flash_attention(q, k, v, block_size=b), "al.flash_attention"),
+    (lambda q, k, v, b: al.scaled_dot_product_attention(q, k, v), "al.scaled_dot_product_attention"),
+    (lambda q, k, v, b: torch.nn.functional.scaled_dot_product_attention(*(torch.as_tensor(x) for x in (q, k, v))),
+     "F.scaled_dot_product_attention"),
+])
+def test_the_library_attention_is_refused(shortcut, called):
+    res = check("tiled_attention", shortcut)
+    assert res.mistake == "library_shortcut" and called in res.message, res.message
+
+
+def test_a_loop_only_the_memory_test_triggers_is_stopped():
+    """Issue 10's leak 2: the loop starts only on the extra check's large input."""
+    def hangs_on_big_inputs(q, k, v, block_size):
+        if q.shape[0] > 100:
+            while True:
+                pass
+        return tiled_torch(q, k, v, block_size)
+
+    from dataclasses import replace
+    # the same exercise with shorter limits (the extra test may take 2 x 1 + 0.5 s, not 12 s)
+    quick = al.exercises.register(replace(al.exercises.EXERCISES["tiled_attention"], name="tiled_attention_quick",
+                                          time_limit=1.0, slow_limit=0.5))
+    try:
+        res = check(quick.name, hangs_on_big_inputs)
+    finally:
+        al.exercises.EXERCISES.pop(quick.name)
+    assert res.details["problem"] == "timeout" and "extra test" in res.message, res.message
+    assert "took longer than 2.5 s" in res.message and "background" not in res.message
+    assert check("tiled_attention", tiled_torch).passed  # nothing left running slows the next check
 
 
 def test_a_crashing_solution_gets_a_message_not_an_exception():

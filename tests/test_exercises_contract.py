@@ -3,8 +3,9 @@
 Parametrized over :data:`attnlib.exercises.EXERCISES`, so each chapter's exercises are
 covered as soon as they are registered: the reference passes, the stub is "not
 attempted", each catalogued mistake is recognised as itself (not as another mistake),
-and broken submissions (None, wrong shape, NaN, an exception, garbage) get the right
-kind of message without check() ever raising.
+broken submissions (None, wrong shape, NaN, an exception, garbage) get the right
+kind of message without check() ever raising, a library function that computes the
+answer is refused, the hint shown is never code, and no worker outlives a check.
 """
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
+import attnlib as al
 import attnlib.exercises  # noqa: F401 - registers every chapter's exercises
-from attnlib.exercises import EXERCISES, CheckResult, check
+from attnlib.exercises import EXERCISES, CheckResult, check, displayed_hint
 from attnlib.exercises._compare import _same_input
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,3 +213,122 @@ def test_garbage_never_raises_and_never_passes(name):
     assert "SystemExit" in results["SystemExit"].message
     if "a list" in results:
         assert "list" in results["a list"].message
+
+
+# --------------------------------------------------------------------------- library shortcuts (issue 10)
+
+def _np(x):
+    return x.detach().numpy() if isinstance(x, torch.Tensor) else x
+
+
+def _t(*xs):
+    return [None if x is None else torch.as_tensor(x) for x in xs]
+
+
+# Ready-made library functions, adapted to the common exercise signatures. Whichever of
+# them computes an exercise's answer (reproduces its reference on every case) must be
+# refused by check() for that exercise: the exercise is to write it.
+SHORTCUTS = {
+    "al.softmax": lambda x, axis=-1: al.softmax(x, axis=axis),
+    "torch.softmax": lambda x, axis=-1: _np(torch.softmax(torch.as_tensor(x), dim=axis)),
+    "al.scaled_dot_product_attention": lambda q, k, v, mask=None: al.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask),
+    "al.flash_attention": lambda q, k, v, mask=None: al.flash_attention(q, k, v, attn_mask=mask),
+    "F.scaled_dot_product_attention": lambda q, k, v, mask=None: _np(
+        torch.nn.functional.scaled_dot_product_attention(*_t(q, k, v), attn_mask=_t(mask)[0])),
+}
+
+
+def _reproduces_reference(ex, fn) -> bool:
+    from attnlib.exercises._compare import _compare, _to_numpy
+    try:
+        for case in ex.all_cases():
+            got = _to_numpy(fn(*case.args, **case.kwargs))
+            if not _compare(got, _to_numpy(ex.reference(*case.args, **case.kwargs)), ex)[0]:
+                return False
+    except Exception:  # noqa: BLE001 - does not fit this exercise
+        return False
+    return True
+
+
+def _shortcuts_for(ex) -> dict:
+    found = {name: fn for name, fn in SHORTCUTS.items() if _reproduces_reference(ex, fn)}
+    own = getattr(al, ex.name, None)
+    if callable(own):  # the attnlib function of the exercise's own name
+        found[f"al.{ex.name}"] = lambda *a, **k: own(*a, **k)
+    return found
+
+
+SHORTCUT_PARAMS = [pytest.param(n, s, id=f"{n}-{s}") for n in NAMES for s in _shortcuts_for(EXERCISES[n])]
+
+
+def test_the_shortcut_test_is_not_vacuous():
+    covered = {(p.values[0], p.values[1]) for p in SHORTCUT_PARAMS}
+    assert {("softmax", "al.softmax"), ("softmax", "torch.softmax"),
+            ("attention", "al.scaled_dot_product_attention"), ("attention", "F.scaled_dot_product_attention"),
+            ("attention", "al.flash_attention")} <= covered
+
+
+@pytest.mark.parametrize("name, shortcut", SHORTCUT_PARAMS)
+def test_a_library_function_that_computes_the_answer_is_refused(name, shortcut):
+    fn = _shortcuts_for(EXERCISES[name])[shortcut]
+    r = check(name, fn)
+    assert r.status == "failed" and r.mistake == "library_shortcut", str(r)
+    assert r.details["called"] in r.message and f"write {name} yourself" in r.message
+    assert_displays(r)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_attention_exercise_forbids_the_library_attention(name):
+    """An exercise whose answer the library's attention computes lists all of it."""
+    from attnlib.exercises import ATTENTION_SHORTCUTS
+    ex = EXERCISES[name]
+    attention_like = any(_reproduces_reference(ex, SHORTCUTS[s]) for s in
+                         ("al.scaled_dot_product_attention", "F.scaled_dot_product_attention"))
+    if not attention_like:
+        pytest.skip("the library's attention does not compute this exercise's answer")
+    missing = [n for n in ATTENTION_SHORTCUTS if n not in ex.shortcuts()]
+    assert not missing, f"{name} allows {missing}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_forbidden_names_resolve_to_callables(name):
+    import importlib
+    for dotted in EXERCISES[name].shortcuts():
+        parts = dotted.split(".")
+        if parts[0] == "scipy":
+            continue  # optional; skipped by the checker when not installed
+        obj = importlib.import_module(parts[0])
+        for p in parts[1:]:
+            obj = getattr(obj, p, None) or importlib.import_module(".".join(parts[:parts.index(p) + 1]))
+        assert callable(obj), dotted
+
+
+# --------------------------------------------------------------------------- hints and workers
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_hint_shown_is_never_code(name):
+    from attnlib.exercises._core import _looks_like_code
+    ex = EXERCISES[name]
+    shown = displayed_hint(ex.hint)
+    assert shown and not _looks_like_code(shown), shown
+
+    def nans(*args, **kwargs):
+        raise ValueError("no idea")
+    r = check(name, nans)
+    assert not _looks_like_code(r.hint), r.hint
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_worker_survives_a_check(name):
+    import os
+    check(name, EXERCISES[name].reference)
+    kids = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == os.getpid()] if Path("/proc").exists() else []
+    assert not kids, f"worker processes still alive: {kids}"
+
+
+def _ppid(pid: str) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1

@@ -2,9 +2,12 @@
 which known mistake it makes and how to fix it.
 
 Each chapter's exercises live in their own module and register themselves in
-:data:`EXERCISES` on import.
+:data:`EXERCISES` on import. The learner's function runs in a separate, killable worker
+process (see :mod:`attnlib.exercises._running`): after a verdict none of it still runs.
 """
-from ._core import EXERCISES, Case, CheckResult, Exercise, Mistake, check, check_solution, register
+from ._core import (ATTENTION_SHORTCUTS, EXERCISES, MULTIHEAD_SHORTCUTS, SOFTMAX_SHORTCUTS, Case, CheckResult,
+                    Exercise, Mistake, check, check_solution, displayed_hint, register)
 from . import ch01_motivation, ch02_qkv, ch03_scaling, ch04_masking, ch05_multihead, ch06_complexity  # noqa: F401,E402
 
-__all__ = ["check", "check_solution", "EXERCISES", "Exercise", "Mistake", "Case", "CheckResult", "register"]
+__all__ = ["check", "check_solution", "EXERCISES", "Exercise", "Mistake", "Case", "CheckResult", "register",
+           "displayed_hint", "SOFTMAX_SHORTCUTS", "ATTENTION_SHORTCUTS", "MULTIHEAD_SHORTCUTS"]

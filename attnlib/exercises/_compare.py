@@ -2,7 +2,10 @@
 
 Torch tensors (CPU or CUDA, any float dtype), NumPy arrays, scalars and tuples are
 converted; the comparison is done in float64 with tolerances that follow the answer's
-dtype, and returns a sentence saying what differs.
+dtype (float16 and bfloat16 answers are compared with their own, looser tolerance, and
+the verdict says so), and returns a sentence saying what differs. NumPy masked arrays
+are refused: operations such as ``np.allclose`` skip their masked entries, so they could
+pass for the wrong reason.
 """
 from __future__ import annotations
 
@@ -13,6 +16,27 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ._core import Case, Exercise
+
+class BFloat16Values(np.ndarray):
+    """The values of a torch bfloat16 answer, held as float32 (NumPy has no bfloat16);
+    the class records the dtype so the comparison uses bfloat16's tolerance."""
+
+
+# tolerances (rtol, atol) of answers computed in a lower precision: about 8 and 1-2 units
+# of the format's rounding (float32 eps 1.2e-7, float16 9.8e-4, bfloat16 7.8e-3)
+_LOW_PRECISION = {"float32": (1e-4, 1e-6), "float16": (1e-2, 1e-3), "bfloat16": (6e-2, 1.6e-2)}
+
+
+def _precision(got: np.ndarray) -> str:
+    """The dtype that sets the tolerance: "bfloat16", "float16", "float32" or ""."""
+    if isinstance(got, BFloat16Values):
+        return "bfloat16"
+    if got.dtype in (np.float16,):
+        return "float16"
+    if got.dtype in (np.float32, np.complex64):
+        return "float32"
+    return ""
+
 
 def _is_tensor(obj: Any) -> bool:
     return type(obj).__module__.startswith("torch") and hasattr(obj, "detach") and hasattr(obj, "cpu")
@@ -30,12 +54,12 @@ def _to_numpy(obj: Any) -> Any:
             t = obj.detach().cpu()
             if getattr(t, "is_sparse", False):
                 t = t.to_dense()
-            if str(t.dtype) in ("torch.bfloat16", "torch.float16"):
-                t = t.float()
+            if str(t.dtype) == "torch.bfloat16":
+                return t.float().numpy().view(BFloat16Values)
             return t.resolve_conj().resolve_neg().numpy() if t.is_complex() else t.numpy()
         except Exception:  # noqa: BLE001 - e.g. an exotic tensor type: reported as a wrong type
             return obj
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, np.ndarray):  # masked arrays stay masked: _compare refuses them
         return obj
     if isinstance(obj, (bool, int, float, complex, np.generic)):
         return np.asarray(obj)
@@ -48,6 +72,8 @@ def _to_numpy(obj: Any) -> Any:
 
 
 def _describe(obj: Any) -> str:
+    if isinstance(obj, np.ma.MaskedArray):
+        return f"a NumPy masked array of shape {tuple(obj.shape)}"
     if isinstance(obj, np.ndarray):
         if obj.ndim == 0:
             return f"a single number (dtype {obj.dtype})"
@@ -58,7 +84,8 @@ def _describe(obj: Any) -> str:
         return f"a Python list of {len(obj)} items"
     if obj is None:
         return "None"
-    return f"an object of type {type(obj).__name__}"
+    name = getattr(obj, "type_name", None) if type(obj).__name__ == "Opaque" else None
+    return f"an object of type {name or type(obj).__name__}"
 
 
 def _shapes(case: Case) -> str:
@@ -116,11 +143,22 @@ def _kind_of_value(value: Any) -> str:
 
 def _tolerances(got: np.ndarray, ex: Exercise) -> tuple[float, float]:
     rtol, atol = ex.rtol, ex.atol
-    if got.dtype in (np.float32, np.complex64):
-        rtol, atol = max(rtol, 1e-4), max(atol, 1e-6)
-    elif got.dtype == np.float16:
-        rtol, atol = max(rtol, 1e-2), max(atol, 1e-3)
+    low = _LOW_PRECISION.get(_precision(got))
+    if low is not None:
+        rtol, atol = max(rtol, low[0]), max(atol, low[1])
     return rtol, atol
+
+
+def _tolerance_note(got: Any, ex: Exercise) -> str:
+    """' (compared with float16's tolerance, rtol=..., atol=...)' for a float16 or
+    bfloat16 answer, else ''."""
+    items = got if isinstance(got, tuple) else (got,)
+    for g in items:
+        if isinstance(g, np.ndarray) and _precision(g) in ("float16", "bfloat16"):
+            rtol, atol = _tolerances(g, ex)
+            return (f" (your answer is {_precision(g)}, so it is compared with that format's tolerance, "
+                    f"rtol={rtol:g}, atol={atol:g})")
+    return ""
 
 
 def _idx(ix) -> tuple:
@@ -140,6 +178,10 @@ def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tupl
             if not ok:
                 return False, f"item {i} of the tuple: {why}", problem
         return True, "", ""
+    if isinstance(got, np.ma.MaskedArray):
+        return False, ("got a NumPy masked array. Masked entries are skipped by comparisons and "
+                       "reductions, so it can look right for the wrong reason: return a plain array "
+                       "(e.g. np.ma.filled(result, 0.0) with the value the masked entries must have)"), "type"
     if not isinstance(want, np.ndarray):  # e.g. a string: plain equality
         try:
             ok = bool(got == want)
@@ -203,5 +245,6 @@ def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tupl
         diff = np.where(np.isnan(diff) & ~(nan_g & nan_w), np.inf, np.nan_to_num(diff, nan=0.0))
         idx = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
         return False, (f"largest difference {float(diff[idx]):.3g} at index {_idx(idx)} "
-                       f"(got {float(g[idx]):.6g}, expected {float(w[idx]):.6g})"), "value"
+                       f"(got {float(g[idx]):.6g}, expected {float(w[idx]):.6g})"
+                       + _tolerance_note(got, ex)), "value"
     return True, "", ""

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ._core import Case, Exercise, Mistake, register
+from ._core import ATTENTION_SHORTCUTS, Case, Exercise, Mistake, register
 
 # --------------------------------------------------------------------------- soft_lookup
 
@@ -175,6 +175,7 @@ register(Exercise(
     ],
     hint="Each query compares itself with every key (one score per key), turns its row of scores into "
          "positive weights that sum to 1, and averages the values with them. Which axis holds the keys?",
+    forbidden=ATTENTION_SHORTCUTS,  # the library's attention is the answer
 ))
 
 # --------------------------------------------------------------------------- layers_needed

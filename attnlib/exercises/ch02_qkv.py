@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ._core import Case, Exercise, Mistake, register
+from ._core import ATTENTION_SHORTCUTS, SOFTMAX_SHORTCUTS, Case, Exercise, Mistake, register
 
 __all__ = []  # exercises register themselves; nothing to import from here
 
@@ -165,6 +165,7 @@ register(Exercise(
          "exponent at or below 0. Reduce along `axis` only, and keep the reduced axis so the result "
          "lines up with x when you subtract and divide.",
     time_limit=3.0,
+    forbidden=SOFTMAX_SHORTCUTS,
 ))
 
 
@@ -419,6 +420,7 @@ register(Exercise(
     time_limit=3.0,
     perf_case=_attention_perf_case(),  # the triple loop needs ~17 M Python steps here: seconds
     slow_limit=1.0,                    # a loop over query rows takes ~10 ms
+    forbidden=ATTENTION_SHORTCUTS,
 ))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._core import Case, Exercise, Mistake, register
+from ._core import MULTIHEAD_SHORTCUTS, Case, Exercise, Mistake, register
 
 __all__ = []  # exercises register themselves; nothing to import from here
 
@@ -279,6 +279,7 @@ register(Exercise(
          "in token order, and let w_o mix them. Print the shape after every step.",
     rtol=1e-5,
     atol=1e-6,
+    forbidden=MULTIHEAD_SHORTCUTS,
 ))
 
 

@@ -18,7 +18,7 @@ import tracemalloc
 
 import numpy as np
 
-from ._core import Case, Exercise, Mistake, _run_limited, register
+from ._core import ATTENTION_SHORTCUTS, Case, Exercise, Mistake, register
 
 __all__ = []  # exercises register themselves; nothing to import from here
 
@@ -209,28 +209,90 @@ def _tiled_cases():
     ]
 
 
-def _tiled_memory_check(fn):
-    """Reject a solution whose peak memory shows that it built the (L, S) score matrix."""
-    rng = np.random.default_rng(62)
-    L = S = 2048
-    q, k, v = rng.standard_normal((L, 16)), rng.standard_normal((S, 16)), rng.standard_normal((S, 16))
-    full = L * S * 8  # bytes of one float64 (L, S) array
+def _tiled_full(q, k, v, block_size):
+    """Right values, untiled: the whole (L, S) score matrix at once."""
+    s = q @ k.T / math.sqrt(q.shape[-1])  # (L, S)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ v
+
+
+def _tiled_over_queries(q, k, v, block_size):
+    """Right values, tiled the wrong way: a full softmax over all S keys per query block."""
+    out = np.empty((q.shape[0], v.shape[-1]))
+    for i0 in range(0, q.shape[0], block_size):
+        s = q[i0:i0 + block_size] @ k.T / math.sqrt(q.shape[-1])  # (block, S): grows with S
+        w = np.exp(s - s.max(-1, keepdims=True))
+        out[i0:i0 + block_size] = (w / w.sum(-1, keepdims=True)) @ v
+    return out
+
+
+# The memory test. What tiling promises: no intermediate grows with L x S or with
+# block x S. The sizes make those clearly larger than what a key-tiled solution needs
+# (an (L, block) score tile, or a copy of k or v, S x E): block x S = 16 S x E.
+_MEM_L, _MEM_S, _MEM_E, _MEM_BLOCK = 256, 16384, 2, 32
+_RUNTIME_SLACK = 2 * 2**20  # bytes a library may touch on its own (arenas, caches)
+
+
+def _rss(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise OSError(field)
+
+
+def _peak_growth(fn, q, k, v, block) -> int:
+    """Bytes by which ``fn(q, k, v, block)`` raised the process's peak memory.
+
+    On Linux: the peak resident memory (VmHWM, reset through /proc/self/clear_refs) less
+    the resident memory before the call, after returning freed heap pages to the system
+    (malloc_trim), so reused free pages cannot hide an allocation. It sees every array
+    library (NumPy, torch, ...). Elsewhere: tracemalloc's peak, which sees NumPy only."""
+    import ctypes
+
+    from . import _running
+
+    fn(q[:4], k[:8], v[:8], 2)  # warm-up: imports and one-off buffers of the learner's code
     gc.collect()
-    tracemalloc.start()
     try:
-        ok, value, _ = _run_limited(fn, (q, k, v, 64), {}, 20.0)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    if not ok:
-        return (f"Your function is right on the small cases, but on L = S = {L} with block_size = 64 it "
-                f"{'ran too long' if type(value).__name__ == '_Timeout' else 'raised ' + repr(value)}.")
-    if peak > full / 4:
-        return (f"Right values, but not tiled: on L = S = {L} (block_size = 64) your function's peak memory "
-                f"was {peak / 2**20:.1f} MiB, while the whole (L, S) score matrix takes {full / 2**20:.0f} MiB. "
-                "It builds an L x S array (e.g. q @ k.T on all keys at once, or a full mask). Loop over key "
-                "blocks k[j:j + block_size] and keep only the running m, l and acc between blocks.")
-    return None
+        libc = ctypes.CDLL(None)
+        if _running.IN_FORKED_WORKER:  # glibc: every block >= 128 KiB is mapped and unmapped on
+            libc.mallopt(-3, 128 * 1024)  # free (M_MMAP_THRESHOLD, no dynamic raise), and freed
+            libc.mallopt(-1, 128 * 1024)  # heap tops are returned (M_TRIM_THRESHOLD): RSS = live data
+        libc.malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset VmHWM to the current resident size
+        before = _rss("VmRSS")
+    except (OSError, AttributeError):
+        tracemalloc.start()
+        try:
+            fn(q, k, v, block)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    fn(q, k, v, block)
+    return max(_rss("VmHWM") - before, 0)
+
+
+def _tiled_memory_check(fn):
+    """Reject a solution that holds an intermediate growing with L x S or block x S, in
+    any array library (the check measures the process's peak memory)."""
+    rng = np.random.default_rng(62)
+    L, S, E, B = _MEM_L, _MEM_S, _MEM_E, _MEM_BLOCK
+    q, k, v = rng.standard_normal((L, E)), rng.standard_normal((S, E)), rng.standard_normal((S, E))
+    allowed = _RUNTIME_SLACK + 8 * max(S * E, L * B) * 8  # a few float64 copies of k, v or score tiles
+    grew = _peak_growth(fn, q, k, v, B)
+    if grew <= allowed:
+        return None
+    if _peak_growth(fn, q, k, v, B // 4) < grew / 2:  # memory follows block_size (x S)
+        return "query_tiling"
+    if grew >= L * S * 8 / 2:
+        return "full_score_matrix"
+    return (f"Right values, but an intermediate grows with the number of keys: on L = {L}, S = {S}, "
+            f"E = {E} with block_size = {B}, your function needed {grew / 2**20:.1f} MiB more memory, while "
+            f"a block of scores takes L x block_size x 8 bytes = {L * B * 8 / 2**20:.2f} MiB and a copy of k "
+            f"{S * E * 8 / 2**20:.2f} MiB. Keep only one (L, block_size) block of scores at a time, plus "
+            "the running m, l and acc.")
 
 
 register(Exercise(
@@ -282,11 +344,25 @@ register(Exercise(
                 "Scaled dot-product attention uses scores q·k / √E (E = q.shape[-1]); scale q (or each "
                 "score block) by 1 / sqrt(E).",
                 fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, scale=False)),
+        Mistake("full_score_matrix", "Right values, but not tiled: the whole (L, S) score matrix is built",
+                "Your function holds an array as large as all L x S scores (e.g. q @ k.T on all keys at once, "
+                "a softmax over whole rows, or a full mask), in NumPy or in torch: that is exactly what "
+                "tiling avoids. Loop over key blocks k[j:j + block_size] and keep only the running m, l and "
+                "acc between blocks.",
+                fn=_tiled_full, kind="custom"),
+        Mistake("query_tiling", "Tiled over the queries instead of the keys",
+                "Each block of queries still takes a softmax over all S keys, so it holds a block_size x S "
+                "array of scores: memory still grows with the sequence length. Tile the KEYS: for each block "
+                "k[j:j + block_size], v[j:j + block_size] update every query's running maximum m, sum l and "
+                "weighted sum acc (the online softmax), and divide acc by l at the end.",
+                fn=_tiled_over_queries, kind="custom"),
     ],
-    hint="For each key block: s = q @ kb.T / √E; m_new = max(m, s.max(1)); alpha = exp(m - m_new); "
-         "p = exp(s - m_new[:, None]); l = alpha*l + p.sum(1); acc = alpha[:, None]*acc + p @ vb.",
+    hint="Keep three running quantities per query (the largest score so far, the sum of the exponentials "
+         "and the weighted sum of the values) and, whenever a new key block raises the maximum, rescale "
+         "the old sums before adding the block's; divide once, at the end.",
     rtol=1e-9, atol=1e-12,
     extra_check=_tiled_memory_check,
+    forbidden=tuple(n for n in ATTENTION_SHORTCUTS if n != "attnlib.attention_state"),
 ))
 
 
