@@ -185,6 +185,7 @@ class MLP(nn.Module):
         self.b1, self.b2 = nn.Parameter(torch.zeros(4 * d)), nn.Parameter(torch.zeros(d))
 
     def forward(self, x):
+        """``x (N, L, d_model)`` -> ``(N, L, d_model)``, each position on its own."""
         return F.gelu(x @ self.w1 + self.b1) @ self.w2 + self.b2  # (N, L, d) -> (N, L, 4d) -> (N, L, d)
 
 
