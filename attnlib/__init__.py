@@ -14,7 +14,8 @@ The names below are the public API (``al.softmax``, ``al.flash_attention``, ...)
 submodules every chapter uses (``al.exercises``, ``al.quiz``, ``al.widgets``, ``al.plots``).
 The measuring instruments of single chapters are submodules that are not re-exported:
 import them by name, e.g. ``from attnlib import motivation`` (chapter 1), ``scaling``
-(chapter 3), ``transformer`` (chapter 5), ``complexity`` (chapter 6).
+(chapter 3), ``transformer`` (chapter 5), ``complexity`` (chapter 6), ``inference``
+(chapter 8: KV cache, generation, cache sizes).
 """
 from . import exercises, plots, quiz, widgets
 from .attention import scaled_dot_product_attention
@@ -22,14 +23,15 @@ from .devices import default_device, to_device
 from .flash import attention_state, flash_attention, online_softmax_merge
 from .linear import elu_feature_map, linear_attention
 from .masks import causal_mask, padding_mask
-from .multihead import multi_head_attention
+from .multihead import multi_head_attention, repeat_kv
+from .rope import apply_rope
 from .ring import ring_attention_distributed, ring_attention_simulated, ring_schedule, shard_bounds
 from .softmax import softmax
 from .sparse import sliding_window_attention, sliding_window_mask, sliding_window_pairs
 
 __all__ = [
     "softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
-    "multi_head_attention", "default_device", "to_device",
+    "multi_head_attention", "repeat_kv", "apply_rope", "default_device", "to_device",
     "flash_attention", "online_softmax_merge", "attention_state",
     "sliding_window_attention", "sliding_window_mask", "sliding_window_pairs",
     "linear_attention", "elu_feature_map",
