@@ -14,8 +14,10 @@ The names below are the public API (``al.softmax``, ``al.flash_attention``, ...)
 submodules every chapter uses (``al.exercises``, ``al.quiz``, ``al.widgets``, ``al.plots``).
 The measuring instruments of single chapters are submodules that are not re-exported:
 import them by name, e.g. ``from attnlib import motivation`` (chapter 1), ``scaling``
-(chapter 3), ``transformer`` (chapter 5), ``complexity`` (chapter 6), ``inference``
-(chapter 8: KV cache, generation, cache sizes).
+(chapter 3), ``transformer`` (chapter 5), ``complexity`` (chapter 6), ``model`` (the small
+GPT of chapters 7 and 8: ``from attnlib.model import GPT, GPTConfig``), ``train`` (chapter
+7's tasks, training loop and head scores) and ``inference`` (chapter 8: KV cache,
+generation, cache sizes).
 """
 from . import exercises, plots, quiz, widgets
 from .attention import scaled_dot_product_attention

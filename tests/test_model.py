@@ -1,0 +1,218 @@
+"""attnlib.model: the small GPT of chapter 7 (shapes, causality, equality with attnlib's and
+torch's attention, ablation, key/value cache, training)."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attnlib as al
+from attnlib import transformer
+from attnlib.model import GPT, CausalSelfAttention, GPTConfig, sinusoidal_table
+
+from conftest import DEVICES
+
+
+def small(**kw):
+    base = dict(vocab_size=11, block_size=16, n_layer=2, n_head=4, d_model=32)
+    base.update(kw)
+    torch.manual_seed(0)
+    return GPT(GPTConfig(**base)).double()
+
+
+VARIANTS = [dict(), dict(mlp=True), dict(pos="sinusoidal", norm="post"), dict(pos="none", norm="none"),
+            dict(scaled=False, mlp=True, n_layer=3), dict(n_head=1)]
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=str)
+@pytest.mark.parametrize("L", [1, 7, 16])
+def test_logits_shape(kw, L):
+    model = small(**kw)
+    idx = torch.randint(11, (3, L))
+    assert model(idx).shape == (3, L, 11)
+    logits, weights = model(idx, return_weights=True)
+    assert len(weights) == model.cfg.n_layer
+    assert all(w.shape == (3, model.cfg.n_head, L, L) for w in weights)
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=str)
+def test_changing_future_tokens_leaves_past_logits_unchanged(kw):
+    model = small(**kw)
+    idx = torch.randint(11, (2, 12))
+    other = idx.clone()
+    other[:, 7:] = (other[:, 7:] + 1 + torch.randint(9, (2, 5))) % 11  # every future token differs
+    a, b = model(idx), model(other)
+    torch.testing.assert_close(a[:, :7], b[:, :7], rtol=0, atol=0)
+    assert not torch.allclose(a[:, 7:], b[:, 7:])
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=str)
+def test_weights_are_causal_rows_summing_to_one(kw):
+    _, weights = small(**kw)(torch.randint(11, (2, 9)), return_weights=True)
+    for w in weights:
+        assert torch.all(w.triu(1) == 0)
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1], dtype=w.dtype))
+
+
+def test_attention_equals_al_multi_head_attention():
+    attn = small().blocks[0].attn
+    x = torch.randn(2, 9, 32, dtype=torch.float64)
+    ours, _ = attn(x)
+    ref = al.multi_head_attention(x, x, x, 4, attn.w_q, attn.w_k, attn.w_v, attn.w_o, is_causal=True)
+    torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("scaled", [True, False])
+def test_attention_equals_torch_sdpa(scaled):
+    attn = small(scaled=scaled).blocks[1].attn
+    x = torch.randn(3, 10, 32, dtype=torch.float64)
+    q, k, v = ((x @ w).view(3, 10, 4, 8).transpose(1, 2) for w in (attn.w_q, attn.w_k, attn.w_v))
+    heads = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=None if scaled else 1.0)
+    ref = heads.transpose(1, 2).reshape(3, 10, 32) @ attn.w_o
+    ours, _ = attn(x)
+    torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("scaled", [True, False])
+def test_plain_path_with_weights_equals_fused_path(scaled):
+    model = small(scaled=scaled, mlp=True)
+    idx = torch.randint(11, (2, 13))
+    fused = model(idx)
+    plain, _ = model(idx, return_weights=True)
+    torch.testing.assert_close(fused, plain, rtol=1e-12, atol=1e-12)
+
+
+def test_unscaled_scores_are_sqrt_d_head_times_sharper():
+    x = torch.randn(1, 6, 32, dtype=torch.float64)
+    a = small(scaled=True, n_head=2).blocks[0].attn
+    b = small(scaled=False, n_head=2).blocks[0].attn  # same seed: same matrices
+    q, k, _ = a.project(x)
+    _, wa = a(x, return_weights=True)[0]
+    _, wb = b(x, return_weights=True)[0]
+    scores = q @ k.mT
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    torch.testing.assert_close(wa, torch.softmax(scores.masked_fill(~causal, -torch.inf) / 4.0, -1))
+    torch.testing.assert_close(wb, torch.softmax(scores.masked_fill(~causal, -torch.inf), -1))
+
+
+def test_ablation_zeroes_exactly_that_head():
+    attn = small().blocks[0].attn
+    x = torch.randn(2, 8, 32, dtype=torch.float64)
+    q, k, v = attn.project(x)
+    heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (N, h, L, d_head)
+    heads[:, 2] = 0.0
+    expected = heads.transpose(1, 2).reshape(2, 8, 32) @ attn.w_o
+    attn.ablated = {2}
+    out, _ = attn(x)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_ablated_context_restores_the_model_and_checks_heads():
+    model = small()
+    idx = torch.randint(11, (2, 10))
+    before = model(idx)
+    with model.ablated([(1, 3), (0, 0)]):
+        during = model(idx)
+        assert model.blocks[1].attn.ablated == {3} and model.blocks[0].attn.ablated == {0}
+    assert not torch.allclose(before, during)
+    torch.testing.assert_close(model(idx), before, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="no head"):
+        with model.ablated([(2, 0)]):
+            pass
+
+
+def test_ablating_every_head_of_an_attention_only_model_leaves_the_bigram_path():
+    model = small(norm="none", pos="none")
+    idx = torch.randint(11, (2, 6))
+    with model.ablated([(layer, h) for layer in range(2) for h in range(4)]):
+        out = model(idx)
+    torch.testing.assert_close(out, model.tok_emb[idx] @ model.unembed)
+
+
+def test_kv_cache_decoding_equals_the_full_forward_pass():
+    model = small(mlp=True)
+    idx = torch.randint(11, (2, 12))
+    full = model(idx)
+    logits, kv = model(idx[:, :5], return_kv=True)  # prefill 5 tokens
+    steps = [logits]
+    for t in range(5, 12):  # then one token at a time against the cache
+        logits, kv = model(idx[:, t:t + 1], past_kv=kv, return_kv=True)
+        steps.append(logits)
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-10, atol=1e-10)
+    assert kv[0][0].shape == (2, 4, 12, 8)
+
+
+def test_cache_with_several_new_tokens_needs_an_aligned_mask():
+    model = small()
+    idx = torch.randint(11, (1, 9))
+    _, kv = model(idx[:, :6], return_kv=True)
+    with pytest.raises(ValueError, match="lower right"):
+        model(idx[:, 6:], past_kv=kv)
+    lower_right = torch.ones(3, 9, dtype=torch.bool).tril(diagonal=6)
+    out = model(idx[:, 6:], past_kv=kv, attn_mask=lower_right)
+    torch.testing.assert_close(out, model(idx)[:, 6:], rtol=1e-10, atol=1e-10)
+
+
+def test_sinusoidal_table_matches_chapter_5():
+    np.testing.assert_allclose(sinusoidal_table(20, 16).numpy(),
+                               transformer.sinusoidal_positional_encoding(20, 16), atol=1e-6)
+    model = small(pos="sinusoidal")
+    assert "pos_emb" not in dict(model.named_parameters())  # fixed, not trained
+
+
+def test_no_positions_model_is_blind_to_order_in_one_layer():
+    model = small(pos="none", n_layer=1)
+    idx = torch.tensor([[1, 2, 3, 4, 5]])
+    perm = torch.tensor([[3, 1, 2, 4, 5]])  # same prefix multiset before the last token
+    torch.testing.assert_close(model(idx)[:, -1], model(perm)[:, -1])
+
+
+@pytest.mark.parametrize("kw, match", [(dict(pos="rope"), "pos="), (dict(norm="mid"), "norm="),
+                                       (dict(d_model=30, n_head=4), "divide"),
+                                       (dict(pos="sinusoidal", d_model=9, n_head=3), "even")])
+def test_bad_config_is_refused_clearly(kw, match):
+    with pytest.raises(ValueError, match=match):
+        GPTConfig(**kw)
+
+
+def test_too_long_input_is_refused():
+    with pytest.raises(ValueError, match="block_size"):
+        small()(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_seeded_model_is_deterministic():
+    idx = torch.randint(11, (2, 8))
+    torch.testing.assert_close(small(mlp=True)(idx), small(mlp=True)(idx), rtol=0, atol=0)
+
+
+def test_short_training_run_reduces_the_loss():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=16, block_size=16, n_layer=2, n_head=2, d_model=32))
+    g = torch.Generator().manual_seed(0)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(60):
+        block = torch.randint(16, (32, 8), generator=g)
+        seq = block.repeat(1, 2)
+        loss = model.loss(seq[:, :-1], seq[:, 1:])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert np.mean(losses[-10:]) < np.mean(losses[:5]) - 0.3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_runs_and_backpropagates_on_device(device):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=16, mlp=True)).to(device)
+    idx = torch.randint(11, (2, 9), device=device)
+    loss = model.loss(idx[:, :-1], idx[:, 1:])
+    loss.backward()
+    assert loss.device.type == torch.device(device).type
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_attention_module_rejects_nothing_it_should_accept():
+    attn = CausalSelfAttention(GPTConfig(d_model=8, n_head=2))
+    out, (k, v) = attn(torch.randn(1, 1, 8))
+    assert out.shape == (1, 1, 8) and k.shape == (1, 2, 1, 4)
