@@ -19,17 +19,23 @@ right (:func:`attnlib.causal_mask` with ``align="lower_right"``); the default
 * :func:`generate` - greedy decoding, with or without the cache.
 * :func:`grouped_attention` - grouped-query attention without copying key/value heads.
 * :func:`kv_cache_bytes` - the cache's size for a model configuration.
+* :func:`rope_gpt` - chapter 7's model with rotary position embeddings
+  (:class:`RotarySelfAttention`) instead of a position table.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 
 from ._array import check_size
 from .attention import scaled_dot_product_attention
 from .masks import causal_mask
+from .model import GPT, CausalSelfAttention, GPTConfig
+from .rope import apply_rope
 
 __all__ = ["KVCache", "extend", "prefill", "generate", "grouped_attention", "kv_cache_bytes",
-           "DTYPE_BYTES"]
+           "DTYPE_BYTES", "RotarySelfAttention", "rope_gpt"]
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
                "float8": 1, "fp8": 1, "int8": 1, "int4": 0.5}
@@ -235,3 +241,47 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, *, dtype="float16", tokens=1, b
         raise TypeError(f"dtype must be a name, a torch dtype or a positive number of bytes, got {dtype!r}")
     total = n * b
     return int(total) if float(total).is_integer() else total
+
+
+class RotarySelfAttention(CausalSelfAttention):
+    """Chapter 7's causal self-attention with rotary position embeddings on ``q`` and ``k``.
+
+    Each call's ``L`` tokens are rotated by their absolute positions ``S0, ..., S0 + L - 1``,
+    where ``S0`` is the length of ``past_kv`` (0 without a cache), so cached keys, rotated
+    once when they were computed, stay valid. Everything else (projections, attention,
+    cache handling, masks) is :class:`attnlib.model.CausalSelfAttention`'s.
+
+    Args:
+        cfg: the model's :class:`attnlib.model.GPTConfig`.
+        base: the RoPE base (:func:`attnlib.apply_rope`). Default: ``10000.0``.
+    """
+
+    def __init__(self, cfg: GPTConfig, base: float = 10000.0):
+        super().__init__(cfg)
+        self.base = base
+        self._start = 0  # position of this call's first token, set by forward
+
+    def project(self, x):
+        """``x (N, L, d_model)`` -> ``q, k, v`` ``(N, h, L, d_head)``, ``q`` and ``k`` rotated."""
+        q, k, v = super().project(x)
+        pos = torch.arange(self._start, self._start + x.shape[1], device=x.device)  # (L,)
+        return apply_rope(q, pos, base=self.base), apply_rope(k, pos, base=self.base), v
+
+    def forward(self, x, past_kv=None, **kwargs):
+        self._start = 0 if past_kv is None else int(past_kv[0].shape[-2])
+        return super().forward(x, past_kv, **kwargs)
+
+
+def rope_gpt(cfg: GPTConfig, *, base: float = 10000.0) -> GPT:
+    """Chapter 7's :class:`attnlib.model.GPT` with RoPE in every attention layer and no
+    position table (``pos="none"``): positions enter only through the rotation of ``q``
+    and ``k``, so scores depend on relative positions.
+
+    Example::
+
+        >>> model = rope_gpt(GPTConfig(vocab_size=32, n_layer=2, n_head=4, d_model=64))
+    """
+    model = GPT(dataclasses.replace(cfg, pos="none"))
+    for block in model.blocks:
+        block.attn = RotarySelfAttention(model.cfg, base=base)
+    return model

@@ -23,12 +23,14 @@ def small_model(**kw):
     torch.manual_seed(0)
     cfg = dict(vocab_size=17, block_size=96, n_layer=2, n_head=4, d_model=32, mlp=True)
     cfg.update(kw)
+    if cfg.get("pos") == "rope":
+        return inf.rope_gpt(model_mod.GPTConfig(**{**cfg, "pos": "none"})).eval()
     return model_mod.GPT(model_mod.GPTConfig(**cfg)).eval()
 
 
 @pytest.mark.parametrize("n_new", [1, 7, 40])
 @pytest.mark.parametrize("chunk", [None, 1, 3])
-@pytest.mark.parametrize("pos", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("pos", ["learned", "sinusoidal", "rope"])
 def test_cached_decoding_equals_the_full_causal_pass(n_new, chunk, pos):
     model = small_model(pos=pos)
     prompt = torch.randint(17, (3, 9), generator=torch.Generator().manual_seed(n_new))
@@ -47,6 +49,22 @@ def test_chunked_prefill_gives_the_logits_of_one_pass(chunk):
     with torch.no_grad():
         torch.testing.assert_close(logits, model(prompt), atol=1e-5, rtol=1e-5)
     assert cache.length == 23 and len(cache) == 23
+
+
+def test_rope_model_caches_keys_rotated_by_their_absolute_positions():
+    import attnlib as al
+    from attnlib.model import CausalSelfAttention
+
+    model = small_model(pos="rope")
+    seq = torch.randint(17, (2, 12))
+    cache = inf.KVCache()
+    inf.prefill(model, seq, cache, chunk_size=5)  # chunks start at positions 0, 5, 10
+    attn = model.blocks[0].attn
+    with torch.no_grad():
+        x = model.blocks[0].ln1(model.tok_emb[seq])  # layer 0's input (pos="none": no table)
+        _, k_plain, _ = CausalSelfAttention.project(attn, x)  # unrotated keys (N, h, 12, d_head)
+    expected = al.apply_rope(k_plain, torch.arange(12))
+    torch.testing.assert_close(cache.layers[0][0], expected, atol=1e-6, rtol=1e-6)
 
 
 def test_cache_bytes_equal_kv_cache_bytes():

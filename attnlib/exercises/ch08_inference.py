@@ -129,7 +129,9 @@ register(Exercise(
                          "Build it from np.arange(L)[:, None] and np.arange(S)[None, :] instead.",
                          fn=lambda L, S: _al().causal_mask(L, S, align="lower_right")),
     ],
-    hint="Compare the key index j = np.arange(S)[None, :] with i + (S - L), i = np.arange(L)[:, None].",
+    hint="Write the condition for query i and key j first (where does query i sit among the S "
+         "positions?), then build it for all pairs at once by broadcasting a column of query "
+         "indices against a row of key indices.",
     output_kind="bool",
     extra_check=_library_check("masks", "causal_mask", Case(args=(3, 5)), "calls_library",
                                counts=lambda kw: kw.get("align") == "lower_right"),
@@ -191,7 +193,9 @@ register(Exercise(
                          "broadcasting.",
                          fn=lambda x, n_rep: _al().repeat_kv(x, n_rep)),
     ],
-    hint="np.repeat(x, n_rep, axis=1) repeats each head in place; np.tile repeats the whole block.",
+    hint="Each head must appear n_rep times in a row: repeat element by element along the head "
+         "axis (not the whole block of heads), or add a new axis right after the heads and "
+         "broadcast before reshaping.",
     rtol=0.0, atol=0.0,
     extra_check=_library_check("multihead", "repeat_kv",
                                Case(args=(np.zeros((1, 2, 3, 4)), 2)), "calls_library"),
@@ -285,7 +289,8 @@ register(Exercise(
                          "Write the rotation with np.cos, np.sin and the two halves of x.",
                          fn=lambda x, p, base=10000.0: _al().apply_rope(x, p, base=base)),
     ],
-    hint="theta = base ** (-np.arange(0, d, 2) / d); angles = positions[:, None] * theta; x1, x2 = the halves of x.",
+    hint="One frequency per pair, theta_i = base ** (-2i / d) for i < d/2; one angle per (row, pair), "
+         "positions[l] * theta_i; then rotate the first half of x against the second half.",
     extra_check=_library_check("rope", "apply_rope", Case(args=(np.zeros((2, 4)), np.arange(2))),
                                "calls_library"),
 ))
