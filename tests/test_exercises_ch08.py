@@ -78,6 +78,28 @@ def rope_torch_float32(x, positions, base=10000.0):
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
+def rope_hf_float32_angles(x, positions, base=10000.0):
+    """Hugging Face / Llama style: inv_freq and the angles in float32, x kept in its dtype."""
+    x = torch.as_tensor(x)
+    d = x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    freqs = torch.outer(torch.as_tensor(positions).float(), inv_freq)  # (L, d/2), float32
+    emb = torch.cat([freqs, freqs], dim=-1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * emb.cos() + torch.cat([-x2, x1], dim=-1) * emb.sin()
+
+
+def rope_loops(x, positions, base=10000.0):
+    x = np.asarray(x)
+    out, d = x.copy(), x.shape[-1]
+    for l, m in enumerate(positions):
+        for i in range(d // 2):
+            c, s = np.cos(m * base ** (-2 * i / d)), np.sin(m * base ** (-2 * i / d))
+            a, b = x[..., l, i], x[..., l, i + d // 2]
+            out[..., l, i], out[..., l, i + d // 2] = a * c - b * s, b * c + a * s
+    return out
+
+
 def rope_complex(x, positions, base=10000.0):  # z = x_i + i x_{i+d/2}, times e^{i m theta}
     d = x.shape[-1]
     z = x[..., : d // 2] + 1j * x[..., d // 2:]
@@ -92,6 +114,7 @@ def rope_complex(x, positions, base=10000.0):  # z = x_i + i x_{i+d/2}, times e^
     ("repeat_kv", repeat_torch), ("repeat_kv", repeat_broadcast),
     ("repeat_kv", lambda x, n: np.repeat(x, n, axis=-3)),
     ("apply_rope", rope_torch_float32), ("apply_rope", rope_complex),
+    ("apply_rope", rope_hf_float32_angles), ("apply_rope", rope_loops),
 ])
 def test_equivalent_correct_answers_pass(name, fn):
     res = check(name, fn)
@@ -109,6 +132,13 @@ def rope_interleaved_torch(x, positions, base=10000.0):
     return torch.view_as_real(z * torch.polar(torch.ones_like(ang), ang)).flatten(-2)
 
 
+def rope_one_sign_flipped(x, positions, base=10000.0):  # (a cos - b sin, b cos - a sin)
+    d = x.shape[-1]
+    ang = np.asarray(positions)[:, None] * base ** (-np.arange(0, d, 2) / d)
+    a, b = x[..., : d // 2], x[..., d // 2:]
+    return np.concatenate([a * np.cos(ang) - b * np.sin(ang), b * np.cos(ang) - a * np.sin(ang)], -1)
+
+
 @pytest.mark.parametrize("name,fn,key", [
     ("lower_right_causal_mask", lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(), "upper_left"),
     ("lower_right_causal_mask", lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(S - L - 1), "missing_diagonal"),
@@ -118,6 +148,9 @@ def rope_interleaved_torch(x, positions, base=10000.0):
     ("apply_rope", rope_interleaved_torch, "interleaved_pairs"),
     ("apply_rope", lambda x, p, base=10000.0: rope_complex(x, -np.asarray(p), base), "reversed_rotation"),
     ("apply_rope", lambda x, p, base=10000.0: rope_complex(x, np.asarray(p) + 1, base), "positions_from_one"),
+    ("apply_rope", lambda x, p, base=10000.0: rope_complex(x, p, 1.0 / base), "freq_inverted"),
+    ("apply_rope", rope_one_sign_flipped, "not_a_rotation"),
+    ("lower_right_causal_mask", lambda L, S: torch.ones(S, S, dtype=torch.bool).tril()[S - L:], "square_rows"),
 ])
 def test_independently_written_mistakes_are_recognised(name, fn, key):
     res = check(name, fn)

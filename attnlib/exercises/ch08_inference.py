@@ -120,6 +120,14 @@ register(Exercise(
                 "the new queries see fewer cached keys than the old ones did. Query i is at position "
                 "i + (S - L) among the keys: use j <= i + S - L.",
                 fn=lambda L, S: np.arange(S)[None, :] <= np.arange(L)[:, None] + (L - S)),
+        Mistake("square_rows", "The last L rows of the S x S causal mask: wrong when L > S",
+                "Taking the last L rows of the (S, S) causal mask is right whenever L <= S, but with "
+                "more queries than keys (L > S) there are only S rows to take and the shape comes out "
+                "(S, S). The condition j <= i + S - L holds for every L and S (with L > S the first "
+                "L - S queries see no key at all): build the mask from it, or shift the diagonal of "
+                "an (L, S) array by S - L.",
+                fn=lambda L, S: np.tril(np.ones((S, S), dtype=bool))[-L:],
+                variants=(lambda L, S: np.tril(np.ones((S, S), dtype=bool))[S - L:],)),
         Mistake("no_mask", "Nothing is masked",
                 "Every entry is True. That is right only for one new query (L = 1); with several new "
                 "tokens (chunked prefill) each must still be hidden from the ones after it: use "
@@ -129,9 +137,9 @@ register(Exercise(
                          "Build it from np.arange(L)[:, None] and np.arange(S)[None, :] instead.",
                          fn=lambda L, S: _al().causal_mask(L, S, align="lower_right")),
     ],
-    hint="Write the condition for query i and key j first (where does query i sit among the S "
-         "positions?), then build it for all pairs at once by broadcasting a column of query "
-         "indices against a row of key indices.",
+    hint="Write the condition for query i and key j first: at which of the S positions does "
+         "query i sit when the L queries are the last L? Then evaluate it for all pairs (i, j) at "
+         "once.",
     output_kind="bool",
     extra_check=_library_check("masks", "causal_mask", Case(args=(3, 5)), "calls_library",
                                counts=lambda kw: kw.get("align") == "lower_right"),
@@ -193,9 +201,9 @@ register(Exercise(
                          "broadcasting.",
                          fn=lambda x, n_rep: _al().repeat_kv(x, n_rep)),
     ],
-    hint="Each head must appear n_rep times in a row: repeat element by element along the head "
-         "axis (not the whole block of heads), or add a new axis right after the heads and "
-         "broadcast before reshaping.",
+    hint="Write out the order of the output heads for h_kv = 2, n_rep = 2, then find the "
+         "operation that repeats each element of one axis in place (not the whole block) and "
+         "apply it to the head axis.",
     rtol=0.0, atol=0.0,
     extra_check=_library_check("multihead", "repeat_kv",
                                Case(args=(np.zeros((1, 2, 3, 4)), 2)), "calls_library"),
@@ -204,8 +212,10 @@ register(Exercise(
 
 # --------------------------------------------------------------------------- apply_rope
 
-def _rope(x, positions, base=10000.0, *, pairing="half", sign=1.0, freq_exp=2.0, shift=0):
-    """Reference (defaults) and its catalogued variants."""
+def _rope(x, positions, base=10000.0, *, pairing="half", sign=1.0, freq_exp=2.0, shift=0,
+          second_sign=1.0):
+    """Reference (defaults) and its catalogued variants (``freq_exp=-2``: base^(+2i/d);
+    ``second_sign=-1``: the sine term of the second half only has the wrong sign)."""
     x = np.asarray(x, dtype=np.float64)
     d = x.shape[-1]
     i = np.arange(d // 2)
@@ -214,7 +224,7 @@ def _rope(x, positions, base=10000.0, *, pairing="half", sign=1.0, freq_exp=2.0,
     cos, sin = np.cos(ang), sign * np.sin(ang)
     if pairing == "half":
         x1, x2 = x[..., : d // 2], x[..., d // 2:]                 # pairs (x_i, x_{i+d/2})
-        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + second_sign * x1 * sin], axis=-1)
     out = np.empty_like(x)                                          # pairs (x_{2i}, x_{2i+1})
     xe, xo = x[..., 0::2], x[..., 1::2]
     out[..., 0::2] = xe * cos - xo * sin
@@ -274,6 +284,20 @@ register(Exercise(
                 "features two at a time: theta_i = base ** (-2 * i / d) for i = 0 .. d/2 - 1 (in "
                 "numpy: base ** (-np.arange(0, d, 2) / d)).",
                 fn=lambda x, p, base=10000.0: _rope(x, p, base, freq_exp=1.0)),
+        Mistake("freq_inverted", "Frequencies base^(+2i/d): the exponent's sign is lost",
+                "Your pair i turns at base**(2i/d) (or you divided the positions by theta instead of "
+                "multiplying), so the angles GROW with i up to almost base radians per position "
+                "instead of shrinking to base**(-(d-2)/d): no pair turns slowly enough to tell far-apart "
+                "positions apart. theta_i is the inverse frequency, base ** (-2 * i / d), and the angle "
+                "is positions[l] * theta_i.",
+                fn=lambda x, p, base=10000.0: _rope(x, p, base, freq_exp=-2.0)),
+        Mistake("not_a_rotation", "One sine term has the wrong sign: not a rotation",
+                "Only one of your two sine terms has a flipped sign, so the map [[cos, -sin], [-sin, "
+                "cos]] (or [[cos, sin], [sin, cos]]) is not a rotation: it changes the length of each "
+                "pair, and q.k no longer depends on the offset only. A rotation by phi has a minus on "
+                "one sine term and a plus on the other: (a cos - b sin, b cos + a sin).",
+                fn=lambda x, p, base=10000.0: _rope(x, p, base, second_sign=-1.0),
+                variants=(lambda x, p, base=10000.0: _rope(x, p, base, sign=-1.0, second_sign=-1.0),)),
         Mistake("positions_from_one", "Positions start at 1",
                 "Your angles use position + 1 (or np.arange(1, L + 1)), so the first token is already "
                 "rotated and every token is off by one from a cache built the usual way. Use the "
@@ -289,8 +313,13 @@ register(Exercise(
                          "Write the rotation with np.cos, np.sin and the two halves of x.",
                          fn=lambda x, p, base=10000.0: _al().apply_rope(x, p, base=base)),
     ],
-    hint="One frequency per pair, theta_i = base ** (-2i / d) for i < d/2; one angle per (row, pair), "
-         "positions[l] * theta_i; then rotate the first half of x against the second half.",
+    hint="Which feature is the partner of feature i? Give each pair its own frequency and each "
+         "(row, pair) its own angle, then write the 2 x 2 rotation of every pair with whole-array "
+         "operations on the two halves of x.",
+    # Llama and Hugging Face compute the angles in float32: at position 1000 the angle itself
+    # is then off by up to ~6e-5 rad (one float32 ulp of 1000), a correct answer all the same.
+    # Every catalogued mistake differs by more than 0.1 on the first case.
+    rtol=1e-4, atol=2e-4,
     extra_check=_library_check("rope", "apply_rope", Case(args=(np.zeros((2, 4)), np.arange(2))),
                                "calls_library"),
 ))
