@@ -95,13 +95,38 @@ def extend(model, tokens, cache: KVCache):
     Returns:
         logits ``(N, L, V)`` of the token after each new one.
     """
-    if tokens.ndim != 2 or tokens.shape[1] < 1:
-        raise ValueError(f"tokens has shape {tuple(tokens.shape)}; it must be (N, L) token ids with "
-                         f"L >= 1, e.g. tokens[:, None] for one token per sequence")
+    _check_tokens("tokens", tokens)
     L, S0 = tokens.shape[1], cache.length
+    if S0 and tokens.shape[0] != cache.layers[0][0].shape[0]:
+        raise ValueError(f"tokens has shape {tuple(tokens.shape)} (N = {tokens.shape[0]} sequences) but "
+                         f"the cache holds N = {cache.layers[0][0].shape[0]}: extend every sequence of "
+                         f"the cache at once, or start a new KVCache() for a different batch")
+    _check_length(model, S0 + L, f"{S0} cached + {L} new tokens")
     mask = None if S0 == 0 else causal_mask(L, S0 + L, align="lower_right", like=tokens)  # (L, S)
     logits, cache.layers = model(tokens, past_kv=cache.past(), attn_mask=mask, return_kv=True)
     return logits
+
+
+def _check_tokens(name, tokens):
+    """Token ids must be an integer (N, L) tensor with L >= 1."""
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"{name} must be a torch tensor of token ids (N, L), got {type(tokens).__name__}; "
+                        f"convert it with torch.as_tensor({name}, dtype=torch.long)")
+    if tokens.ndim != 2 or tokens.shape[1] < 1:
+        raise ValueError(f"{name} has shape {tuple(tokens.shape)}; it must be (N, L) token ids with "
+                         f"L >= 1, e.g. {name}[:, None] for one token per sequence")
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise TypeError(f"{name} has dtype {tokens.dtype}; token ids must be integers: pass "
+                        f"{name}.long()")
+
+
+def _check_length(model, total, what):
+    """Refuse, with the fix, a sequence longer than the model's ``block_size``."""
+    block_size = getattr(getattr(model, "cfg", None), "block_size", None)
+    if block_size is not None and total > block_size:
+        raise ValueError(f"{what} = {total} positions, but the model takes at most "
+                         f"block_size = {block_size}: generate fewer tokens, shorten the prompt, or "
+                         f"build the model with a larger block_size")
 
 
 @torch.no_grad()
@@ -148,6 +173,10 @@ def generate(model, prompt, n_new, *, use_cache=True, chunk_size=None):
         True
     """
     n_new = check_size("n_new", n_new)
+    _check_tokens("prompt", prompt)
+    # the last model call sees the prompt and all generated tokens but the last one
+    _check_length(model, prompt.shape[1] + max(n_new - 1, 0),
+                  f"a prompt of {prompt.shape[1]} tokens + {n_new} new ones - 1")
     idx = prompt
     if not use_cache:
         for _ in range(n_new):
@@ -186,14 +215,33 @@ def grouped_attention(q, k, v, attn_mask=None, *, scale=None):
     Returns:
         ``(N, h, L, Ev)``.
     """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} is a {type(t).__name__}; grouped_attention takes torch tensors: "
+                            f"convert with torch.as_tensor({name})")
+        if t.ndim != 4:
+            shape = tuple(t.shape) if hasattr(t, "shape") else type(t).__name__
+            raise ValueError(f"{name} is {shape}; grouped_attention takes torch tensors of shape "
+                             f"(N, heads, length, features): q (N, h, L, E), k and v (N, g, S, E); add "
+                             f"the missing axes, e.g. {name}[None] for one sequence")
     N, h, L, E = q.shape
     g = k.shape[-3]
+    if k.shape[:2] != v.shape[:2] or k.shape[0] != N or k.shape[2] != v.shape[2] or k.shape[3] != E:
+        raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: k and v must "
+                         f"share N, g and S, with N = {N} as in q and k's last dim = E = {E}")
     if h % g:
         raise ValueError(f"q has {h} heads and k has {g}: the key/value heads must divide the query "
                          f"heads (q {tuple(q.shape)}, k {tuple(k.shape)}, dim -3)")
     r = h // g
     qg = q.reshape(N, g, r * L, E)  # (N, h, L, E) -> (N, g, r*L, E): a group's heads as rows
     if attn_mask is not None:
+        S = k.shape[2]
+        if not isinstance(attn_mask, torch.Tensor) or tuple(attn_mask.shape) != (L, S):
+            shape = tuple(attn_mask.shape) if hasattr(attn_mask, "shape") else type(attn_mask).__name__
+            raise ValueError(f"attn_mask is {shape} but grouped_attention takes one (L, S) = ({L}, {S}) "
+                             f"mask shared by every head and sequence; for per-head or per-sequence "
+                             f"masks use scaled_dot_product_attention(q, repeat_kv(k, {r}), "
+                             f"repeat_kv(v, {r}), attn_mask)")
         attn_mask = attn_mask.repeat(r, 1)  # (L, S) -> (r*L, S), one copy per stacked head
     out = scaled_dot_product_attention(qg, k, v, attn_mask, scale=scale)  # (N, g, r*L, Ev)
     return out.reshape(N, h, L, v.shape[-1])  # (N, h, L, Ev)
@@ -210,8 +258,8 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, *, dtype="float16", tokens=1, b
         n_kv_heads: key/value heads per layer.
         d_head: features per head.
         dtype: the stored dtype: a name from :data:`DTYPE_BYTES` (``"float16"``,
-            ``"bfloat16"``, ``"float32"``, ``"int8"``, ...), a ``torch.dtype`` or a number
-            of bytes. Default: ``"float16"``.
+            ``"bfloat16"``, ``"float32"``, ``"int8"``, ...), a ``torch.dtype``, a NumPy
+            dtype or a number of bytes. Default: ``"float16"``.
         tokens: cached positions per sequence. Default: ``1`` (bytes per token).
         batch: sequences. Default: ``1``.
 
@@ -230,6 +278,10 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, *, dtype="float16", tokens=1, b
         n *= check_size(name, value)
     if isinstance(dtype, torch.dtype):
         b = torch.empty((), dtype=dtype).element_size()
+    elif hasattr(dtype, "itemsize") or (isinstance(dtype, type) and hasattr(dtype, "__array__")):
+        import numpy as np  # a NumPy dtype or scalar type, e.g. np.float16
+
+        b = np.dtype(dtype).itemsize
     elif isinstance(dtype, str):
         if dtype not in DTYPE_BYTES:
             raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPE_BYTES)}, a torch "

@@ -142,3 +142,33 @@ def test_kv_cache_bytes_refuses_bad_input():
         inf.kv_cache_bytes(2, 2, 2, tokens=-1)
     with pytest.raises(TypeError, match="n_layers must be an int"):
         inf.kv_cache_bytes(2.5, 2, 2)
+
+
+def test_bad_tokens_and_batches_are_refused_with_the_fix():
+    model = small_model()
+    with pytest.raises(TypeError, match=r"prompt has dtype torch.float32.*prompt.long\(\)"):
+        inf.generate(model, torch.zeros(1, 3), 2)
+    cache = inf.KVCache()
+    inf.extend(model, torch.zeros(2, 3, dtype=torch.long), cache)
+    with pytest.raises(ValueError, match=r"N = 3 sequences\) but the cache holds N = 2"):
+        inf.extend(model, torch.zeros(3, 1, dtype=torch.long), cache)
+    with pytest.raises(ValueError, match=r"= 105 positions, but the model takes at most block_size = 96"):
+        inf.generate(model, torch.zeros(1, 10, dtype=torch.long), 96)
+    assert inf.generate(model, torch.zeros(1, 10, dtype=torch.long), 87).shape == (1, 97)
+
+
+def test_grouped_attention_refuses_bad_shapes_with_the_fix():
+    q, k = torch.randn(1, 8, 2, 16), torch.randn(1, 2, 5, 16)
+    with pytest.raises(ValueError, match=r"q is \(8, 2, 16\).*\(N, h, L, E\)"):
+        inf.grouped_attention(q[0], k, k)
+    with pytest.raises(ValueError, match=r"attn_mask is \(1, 1, 2, 5\).*\(L, S\) = \(2, 5\).*repeat_kv"):
+        inf.grouped_attention(q, k, k, torch.ones(1, 1, 2, 5, dtype=torch.bool))
+    with pytest.raises(TypeError, match="torch.as_tensor"):
+        inf.grouped_attention(q.numpy(), k.numpy(), k.numpy())
+
+
+def test_kv_cache_bytes_accepts_numpy_dtypes():
+    import numpy as np
+
+    assert inf.kv_cache_bytes(2, 3, 4, dtype=np.float16) == inf.kv_cache_bytes(2, 3, 4, dtype=torch.float16) == 96
+    assert inf.kv_cache_bytes(2, 3, 4, dtype=np.dtype("float32")) == 192
