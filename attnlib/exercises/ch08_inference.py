@@ -89,10 +89,11 @@ register(Exercise(
     name="lower_right_causal_mask",
     chapter="08_inference",
     prompt="Return the (L, S) bool causal mask aligned to the lower right: the L queries are the "
-           "last L of S positions, so query i may attend to key j when j <= i + S - L.",
+           "last L of S positions, and each may attend to every key up to and including its own "
+           "position.",
     stub='''def lower_right_causal_mask(L, S):
     """(L, S) bool mask for L new queries after S - L cached keys: True where
-    query i may attend to key j, i.e. j <= i + S - L."""
+    query i may attend to key j (key j is not in query i's future)."""
     # YOUR CODE HERE
     raise NotImplementedError
 ''',
