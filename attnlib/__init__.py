@@ -15,8 +15,9 @@ submodules every chapter uses (``al.exercises``, ``al.quiz``, ``al.widgets``, ``
 The measuring instruments of single chapters are submodules that are not re-exported:
 import them by name, e.g. ``from attnlib import motivation`` (chapter 1), ``scaling``
 (chapter 3), ``transformer`` (chapter 5), ``complexity`` (chapter 6), ``model`` (the small
-GPT of chapters 7 and 8: ``from attnlib.model import GPT, GPTConfig``) and ``train`` (chapter
-7's tasks, training loop and head scores).
+GPT of chapters 7 and 8: ``from attnlib.model import GPT, GPTConfig``), ``train`` (chapter
+7's tasks, training loop and head scores) and ``inference`` (chapter 8: KV cache,
+generation, cache sizes).
 """
 from . import exercises, plots, quiz, widgets
 from .attention import scaled_dot_product_attention
@@ -24,15 +25,16 @@ from .devices import default_device, to_device
 from .flash import attention_state, flash_attention, online_softmax_merge
 from .linear import elu_feature_map, linear_attention
 from .masks import causal_mask, padding_mask
-from .multihead import multi_head_attention
+from .multihead import multi_head_attention, repeat_kv
 from .performer import performer_feature_map, random_feature_attention, random_projection
 from .ring import ring_attention_distributed, ring_attention_simulated, ring_schedule, shard_bounds, shard_parts
+from .rope import apply_rope
 from .softmax import masked_softmax, softmax
 from .sparse import sliding_window_attention, sliding_window_mask, sliding_window_pairs
 
 __all__ = [
     "softmax", "masked_softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
-    "multi_head_attention", "default_device", "to_device",
+    "multi_head_attention", "repeat_kv", "apply_rope", "default_device", "to_device",
     "flash_attention", "online_softmax_merge", "attention_state",
     "sliding_window_attention", "sliding_window_mask", "sliding_window_pairs",
     "linear_attention", "elu_feature_map",

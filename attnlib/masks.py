@@ -22,20 +22,38 @@ from ._array import check_size, fmt_shape, is_torch, namespace
 __all__ = ["causal_mask", "padding_mask"]
 
 
-def causal_mask(L, S=None, *, like=None):
-    r"""Causal (look-ahead) mask: query ``i`` may attend to keys ``j <= i``.
+def causal_mask(L, S=None, *, align="upper_left", like=None):
+    r"""Causal (look-ahead) mask: query ``i`` may attend to key ``j`` unless ``j`` lies in
+    its future.
 
-    Top-left aligned like ``torch.tril(torch.ones(L, S))`` and SDPA's ``is_causal=True``:
-    with ``L > S`` the last queries see every key, with ``L < S`` the last keys stay hidden.
+    Where the queries sit among the keys when ``L != S`` is a convention, chosen by
+    ``align``:
+
+    * ``"upper_left"`` (the default; ``torch.tril(torch.ones(L, S))`` and SDPA's
+      ``is_causal=True``): query ``i`` sees keys ``j <= i``. With ``L < S`` the last keys
+      stay hidden from every query, which is *wrong* for decoding against a cache.
+    * ``"lower_right"`` (``torch.nn.attention.bias.causal_lower_right``): query ``i`` sees
+      keys ``j <= i + S - L``. The ``L`` queries are the *last* ``L`` positions of the
+      ``S`` keys, as when ``L`` new tokens attend to a cache of ``S - L`` old ones plus
+      themselves; the last query sees every key. With ``L > S`` the first ``L - S`` rows
+      are empty (attention gives zeros there).
+
+    Both agree when ``L == S``.
 
     Args:
         L: number of queries (target length).
         S: number of keys (source length). Default: ``None`` (``S = L``).
+        align: ``"upper_left"`` or ``"lower_right"``, the corner the diagonal starts
+            from. Default: ``"upper_left"``.
         like: an array whose library and device the mask should match (e.g. your ``q``).
             Default: ``None`` (a NumPy array).
 
     Returns:
         a bool array of shape ``(L, S)``, True where query ``i`` may attend to key ``j``.
+
+    Raises:
+        ValueError: ``align`` is neither ``"upper_left"`` nor ``"lower_right"``, or a
+            size is negative.
 
     Example::
 
@@ -43,16 +61,23 @@ def causal_mask(L, S=None, *, like=None):
         array([[1, 0, 0],
                [1, 1, 0],
                [1, 1, 1]])
+        >>> al.causal_mask(1, 4, align="lower_right").astype(int)  # one new token, 3 cached
+        array([[1, 1, 1, 1]])
     """
     L = check_size("L", L)
     S = L if S is None else check_size("S", S)
+    if align not in ("upper_left", "lower_right"):
+        raise ValueError(f"align must be 'upper_left' (query i sees keys j <= i, like is_causal=True) "
+                         f"or 'lower_right' (query i sees keys j <= i + S - L, for new tokens "
+                         f"against a cache), got {align!r}")
+    offset = S - L if align == "lower_right" else 0  # diagonal shift: key j <= i + offset
     if like is None:
-        return np.tril(np.ones((L, S), dtype=bool))
+        return np.tril(np.ones((L, S), dtype=bool), k=offset)
     xp = namespace(like=like)
     dev = getattr(like, "device", None)
     i = xp.arange(L, device=dev)[:, None]  # (L, 1) query positions
     j = xp.arange(S, device=dev)[None, :]  # (1, S) key positions
-    return j <= i  # (L, S)
+    return j <= i + offset  # (L, S)
 
 
 def padding_mask(lengths, S):

@@ -2,6 +2,7 @@
 
 Discovers every ``benchmarks/bench_*.py`` with a ``main()``; a new benchmark plugs in by
 adding such a file, with no change here. ``main()`` prints its own table.
+``python -m benchmarks decode`` reports decode time per token with and without the KV cache.
 
 Options:
     --threads N   limit BLAS/OpenMP and torch to N threads (set before NumPy and torch

@@ -9,6 +9,7 @@ from ._core import (ATTENTION_SHORTCUTS, EXERCISES, MULTIHEAD_SHORTCUTS, SOFTMAX
                     Exercise, Mistake, check, check_solution, displayed_hint, register)
 from . import ch01_motivation, ch02_qkv, ch03_scaling, ch04_masking, ch05_multihead, ch06_complexity  # noqa: F401,E402
 from . import ch07_learning  # noqa: F401,E402
+from . import ch08_inference  # noqa: F401,E402
 
 __all__ = ["check", "check_solution", "EXERCISES", "Exercise", "Mistake", "Case", "CheckResult", "register",
            "displayed_hint", "SOFTMAX_SHORTCUTS", "ATTENTION_SHORTCUTS", "MULTIHEAD_SHORTCUTS"]
