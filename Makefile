@@ -11,6 +11,8 @@ CHROMIUM ?= /usr/bin/chromium
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || command -v sudo)
 # the browser and book-link tests run after the book is built, not with the unit tests
 SITE_TESTS := tests/browser tests/test_book.py tests/test_publish.py
+# suites with their own target (and their own conftest.py), left out of `make unit`
+SEPARATE   := $(SITE_TESTS) tests/jupyterlab
 export PYTHONHASHSEED := 0
 
 .PHONY: help venv assets node chromium book publish dist test unit nbval book-check browser jupyterlab notebooks bench gpu-check freeze clean
@@ -69,7 +71,7 @@ dist: venv
 	$(BIN)/python -m build --outdir dist .
 
 unit: venv
-	$(BIN)/python -m pytest -q tests $(SITE_TESTS:%=--ignore=%)
+	$(BIN)/python -m pytest -q tests $(SEPARATE:%=--ignore=%)
 
 nbval: venv
 	$(BIN)/python -m pytest -q --nbval --nbval-current-env --nbval-cell-timeout=300 chapters
@@ -99,7 +101,7 @@ bench: venv
 
 gpu-check: venv
 	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'make gpu-check needs a CUDA GPU, and torch.cuda.is_available() is False here (a CPU-only torch or no GPU); make test covers the CPU')"
-	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q tests $(SITE_TESTS:%=--ignore=%)
+	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q tests $(SEPARATE:%=--ignore=%)
 	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q --nbval --nbval-current-env chapters
 	$(BIN)/python -m benchmarks
 
