@@ -200,23 +200,15 @@ class LivePlot:
 
     def update(self, hist: History):
         self._n += 1
-        if self._n % self.every:
-            return
-        try:
-            from IPython import get_ipython
-            from IPython.display import display
-        except ImportError:  # pragma: no cover
-            return
-        if get_ipython() is None:  # plain Python (tests): no live display
-            return
-        self._draw(hist)
-        if self._handle is None:
-            self._handle = display(self._fig, display_id=True)
-        else:
-            self._handle.update(self._fig)
+        if self._n % self.every == 0:
+            self._show(hist)
 
     def close(self, hist: History):
         """Draw the final curve (in place of the live one, or as a new display)."""
+        self._show(hist)
+
+    def _show(self, hist: History):
+        """Redraw and show the curve in the notebook; nothing in plain Python (tests)."""
         try:
             from IPython import get_ipython
             from IPython.display import display
