@@ -164,7 +164,10 @@ def test_independently_written_mistakes_are_recognised(name, fn, key):
 ])
 def test_calling_the_library_does_not_pass(name, fn):
     res = check(name, fn)
-    assert not res.passed and res.mistake == "calls_library", res.message
+    # attnlib.repeat_kv / apply_rope are refused by the checker itself (Exercise.forbidden);
+    # align="lower_right" of causal_mask by this exercise's own check
+    expected = "calls_library" if name == "lower_right_causal_mask" else "library_shortcut"
+    assert not res.passed and res.mistake == expected, res.message
     # and the library is left unpatched afterwards
     assert al.causal_mask.__name__ == "causal_mask" and al.repeat_kv.__name__ == "repeat_kv"
     assert al.apply_rope.__name__ == "apply_rope"

@@ -75,7 +75,7 @@ def test_wheel_metadata_is_complete(dist):
     assert urls["Source"] == repo, f"Project-URL Source {urls['Source']} != _config.yml repository url {repo}"
     assert urls["Issues"] == repo + "/issues"
     owner, name = repo.split("/")[-2:]
-    assert urls["Homepage"] == f"https://{owner}.github.io/{name}/"
+    assert urls["Homepage"] == f"https://{owner.lower()}.github.io/{name}/"  # Pages hosts are lower case
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
     assert "attnlib/__init__.py" in names and "attnlib/exercises/_core.py" in names

@@ -197,17 +197,11 @@ register(Exercise(
                 fn=lambda x, n_rep: np.repeat(np.asarray(x), n_rep, axis=2),
                 variants=(lambda x, n_rep: np.repeat(np.asarray(x), n_rep, axis=3),
                           lambda x, n_rep: np.repeat(np.asarray(x), n_rep, axis=0))),
-        _library_mistake("calls_library", "repeat_kv",
-                         "Write it with np.repeat / torch.repeat_interleave, or with a new axis and "
-                         "broadcasting.",
-                         fn=lambda x, n_rep: _al().repeat_kv(x, n_rep)),
     ],
     hint="Write out the order of the output heads for h_kv = 2, n_rep = 2, then find the "
          "operation that repeats each element of one axis in place (not the whole block) and "
          "apply it to the head axis.",
     rtol=0.0, atol=0.0,
-    extra_check=_library_check("multihead", "repeat_kv",
-                               Case(args=(np.zeros((1, 2, 3, 4)), 2)), "calls_library"),
 ))
 
 
@@ -310,9 +304,6 @@ register(Exercise(
                 "whole sequence but wrong for new tokens after a cache, whose positions start at the "
                 "cache length. Use positions[:, None] * theta.",
                 fn=lambda x, p, base=10000.0: _rope(x, np.arange(np.shape(x)[-2]), base)),
-        _library_mistake("calls_library", "apply_rope",
-                         "Write the rotation with np.cos, np.sin and the two halves of x.",
-                         fn=lambda x, p, base=10000.0: _al().apply_rope(x, p, base=base)),
     ],
     hint="Which feature is the partner of feature i? Give each pair its own frequency and each "
          "(row, pair) its own angle, then write the 2 x 2 rotation of every pair with whole-array "
@@ -321,6 +312,4 @@ register(Exercise(
     # is then off by up to ~6e-5 rad (one float32 ulp of 1000), a correct answer all the same.
     # Every catalogued mistake differs by more than 0.1 on the first case.
     rtol=1e-4, atol=2e-4,
-    extra_check=_library_check("rope", "apply_rope", Case(args=(np.zeros((2, 4)), np.arange(2))),
-                               "calls_library"),
 ))
