@@ -3,14 +3,14 @@
 Linear attention with the ``elu + 1`` feature map (:mod:`attnlib.linear`) is a *different*
 similarity from softmax attention's ``exp(q . k / sqrt(E))``. Random features instead
 *estimate* that exponential. With ``x = q / E^(1/4)``, ``y = k / E^(1/4)`` (so that
-``x . y = q . k / sqrt(E)``) and ``m`` random directions ``w_r`` drawn from ``N(0, I_E)``,
+``x . y = q . k / sqrt(E)``) and ``m`` random directions ``w_r`` drawn from ``N(0, I_E)``, the features::
 
     phi(x) = exp(W x - |x|^2 / 2) / sqrt(m)           (m,)  all entries > 0
 
 satisfies ``E_W[phi(x) . phi(y)] = exp(x . y)``: each term ``exp(w.x - |x|^2/2) exp(w.y -
 |y|^2/2)`` has expectation ``exp(x . y)`` because ``E[exp(w . u)] = exp(|u|^2 / 2)`` for
 ``u = x + y``. The dot product of features is an *unbiased* estimate of the softmax kernel,
-and its variance falls like ``1 / m``. Plugged into the regrouped sums of linear attention,
+and its variance falls like ``1 / m``. Plugged into the regrouped sums of linear attention::
 
     out_i = phi(x_i)^T [sum_j phi(y_j) v_j^T] / phi(x_i)^T [sum_j phi(y_j)],
 
