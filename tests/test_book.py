@@ -161,7 +161,9 @@ def pages() -> dict[str, _Page]:
     out = {}
     for f in sorted(SITE.rglob("*.html")):
         rel = f.relative_to(SITE)
-        if rel.parts[0] in SKIP_DIRS:
+        # 404.html links absolutely to the published path (/REPO/...); it is checked served
+        # under that path in tests/browser/test_publishing_site.py
+        if rel.parts[0] in SKIP_DIRS or rel.as_posix() == "404.html":
             continue
         p = _Page()
         p.feed(f.read_text(encoding="utf-8", errors="replace"))
@@ -297,7 +299,8 @@ def test_mistake_catalogue_lists_every_known_mistake():
         pytest.skip("no built site")
     text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
     # Sphinx's smart quotes turn ' into ’ and " into “ ” in the page
-    norm = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
+    norm = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-",
+                          "\u2026": "..."})
     text = " ".join(text.translate(norm).split()).replace("---", "-").replace("--", "-")
     exercises = importlib.import_module("attnlib.exercises").EXERCISES
     missing = [f"{ex.name}: {m.title}" for ex in exercises.values() for m in ex.mistakes

@@ -184,6 +184,10 @@ def test_details_blocks_parse_their_markdown(path):
         for m in re.finditer(r"<summary>.*?</summary>[ \t]*\n(?![ \t]*\n)", src, re.S):
             raise AssertionError(f"{path.name}: leave a blank line after {m.group(0).strip()!r}, or the answer's "
                                  "Markdown and math stay raw inside <details>")
+        for m in re.finditer(r"<summary>(.*?)</summary>", src, re.S):
+            assert "$" not in m.group(1), (
+                f"{path.name}: math in {m.group(0)!r} stays raw on the site (a <summary> is HTML, not "
+                "Markdown): move the formula into the body of the <details> block")
         for m in re.finditer(r"[^\n]\n[ \t]*</details>", src):
             raise AssertionError(f"{path.name}: leave a blank line before '</details>' (after "
                                  f"{src[max(0, m.start() - 40):m.start() + 1].strip()!r})")
@@ -378,6 +382,17 @@ def test_every_registered_exercise_is_used_in_its_chapter():
     for name, ex in al.exercises.EXERCISES.items():
         assert name in used, f"exercise {name!r} is registered but no chapter asks for it"
         assert used[name] == ex.chapter, f"exercise {name!r} says chapter {ex.chapter} but is used in {used[name]}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_quiz_is_followed_by_its_hidden_answer(path):
+    cells = _cells(path)
+    for i, c in enumerate(cells):
+        if c["cell_type"] == "code" and "al.quiz.question(" in _src(c):
+            nxt = cells[i + 1] if i + 1 < len(cells) else None
+            assert nxt is not None and nxt["cell_type"] == "markdown" and "<details>" in _src(nxt), (
+                f"{path.name}: the quiz {_src(c)[:120]!r}... has no answer: put a markdown cell with a "
+                "<details><summary>Answer</summary> block right after it")
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
