@@ -27,6 +27,16 @@ def _load(name: str) -> dict:
     return doc
 
 
+def _pages_url():
+    """tools/sphinxext/attnlib_publish.pages_url (the extension is not a package)."""
+    sys.path.insert(0, str(ROOT / "tools" / "sphinxext"))
+    try:
+        from attnlib_publish import pages_url
+    finally:
+        sys.path.pop(0)
+    return pages_url
+
+
 def _steps(job: dict) -> list[dict]:
     return job.get("steps", [])
 
@@ -97,20 +107,12 @@ def test_package_urls_follow_the_repository_url():
     urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
     assert urls["Source"] == repo and urls["Issues"] == repo + "/issues"
     assert urls["Changelog"].startswith(repo + "/")
-    sys.path.insert(0, str(ROOT / "tools" / "sphinxext"))
-    try:
-        from attnlib_publish import pages_url
-    finally:
-        sys.path.pop(0)
+    pages_url = _pages_url()
     assert urls["Homepage"] == pages_url(repo)
 
 
 def test_pages_url_of_github_repositories():
-    sys.path.insert(0, str(ROOT / "tools" / "sphinxext"))
-    try:
-        from attnlib_publish import pages_url
-    finally:
-        sys.path.pop(0)
+    pages_url = _pages_url()
     assert pages_url("https://github.com/Ada/attention-course") == "https://ada.github.io/attention-course/"
     assert pages_url("https://github.com/ada/attention-course.git") == "https://ada.github.io/attention-course/"
     assert pages_url("https://github.com/ada/ada.github.io") == "https://ada.github.io/"
