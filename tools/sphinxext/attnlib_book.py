@@ -52,6 +52,9 @@ class MistakeCatalogue(SphinxDirective):
     has_content = False
 
     def run(self) -> list[nodes.Node]:
+        # in the Chinese edition attnlib's catalogue supplies the text (attnlib_i18n sets
+        # attnlib's language); Sphinx's own catalogue is not asked (no source = not extracted)
+        from attnlib.i18n import get_language, tr
         exercises_mod = importlib.import_module("attnlib.exercises")
         for path in pathlib.Path(exercises_mod.__file__).parent.glob("*.py"):
             self.env.note_dependency(str(path))  # rebuild the page when a catalogue changes
@@ -59,12 +62,12 @@ class MistakeCatalogue(SphinxDirective):
         for ex in exercises_mod.EXERCISES.values():
             by_chapter.setdefault(ex.chapter, []).append(ex)
         if not by_chapter:
-            para = nodes.paragraph(text="No exercise is registered yet.")
+            para = nodes.paragraph(text=tr("No exercise is registered yet."))
             return [para]
         out: list[nodes.Node] = []
         for chapter in sorted(by_chapter):
             head = nodes.paragraph(classes=["attnlib-mistakes-chapter"])
-            head += nodes.strong(text="Exercises of ")
+            head += nodes.strong(text=tr("Exercises of "))
             link = chapter_link(chapter=chapter, source_doc=self.env.docname)
             link.source, link.line = self.get_source_info()
             head += link
@@ -74,7 +77,7 @@ class MistakeCatalogue(SphinxDirective):
                 item = nodes.list_item(ids=[nodes.make_id(f"exercise-{ex.name}")])
                 intro = nodes.paragraph()
                 intro += nodes.literal(text=ex.name)
-                intro += nodes.Text(f": {ex.prompt} (")
+                intro += nodes.Text(f": {tr(ex.prompt)} (")
                 where = chapter_link(chapter=chapter, exercise=ex.name)
                 where.source, where.line = self.get_source_info()
                 intro += where
@@ -85,13 +88,13 @@ class MistakeCatalogue(SphinxDirective):
                     for m in ex.mistakes:
                         mi = nodes.list_item()
                         p = nodes.paragraph()
-                        p += nodes.strong(text=m.title.rstrip("."))
-                        p += nodes.Text(f". {m.message}")
+                        p += nodes.strong(text=tr(m.title).rstrip(".。"))
+                        p += nodes.Text(("。" if get_language() == "zh" else ". ") + tr(m.message))
                         mi += p
                         mistakes += mi
                     item += mistakes
                 else:
-                    item += nodes.paragraph(text="(No catalogued mistake yet.)")
+                    item += nodes.paragraph(text=tr("(No catalogued mistake yet.)"))
                 exercises += item
             out.append(exercises)
         return out
@@ -113,7 +116,10 @@ def _exercise_anchor(env, docname: str, exercise: str = "") -> tuple[str, str]:
                     return parent["ids"][0], parent.next_node(nodes.title).astext()
     for section in doctree.findall(nodes.section):
         title = section.next_node(nodes.title)
-        if title is not None and title.astext().strip() == EXERCISE_SECTION and section["ids"]:
+        # by its title, or by the id made from the English title (the Chinese edition
+        # translates the title but keeps the ids)
+        if title is not None and section["ids"] and (title.astext().strip() == EXERCISE_SECTION or
+                                                     nodes.make_id(EXERCISE_SECTION) in section["ids"]):
             return section["ids"][0], title.astext()
     return "", ""
 
@@ -205,6 +211,11 @@ class ApiReference(SphinxDirective):
                 not isinstance(getattr(pkg, modname.rsplit(".", 1)[-1]), type(pkg))
             self._automodule(modname, exported, sec, no_index=clash)
             out.append(sec)
+        # the reference is the code's own documentation (what help() prints): the Chinese
+        # edition keeps it in English, so none of it goes into the message catalogues
+        for node in out:
+            for text in node.findall(nodes.TextElement):
+                text["translatable"] = False
         return out
 
 

@@ -1,0 +1,120 @@
+"""Build the book's editions and extract its message catalogues.
+
+    python tools/editions.py gettext       # _build/gettext/**/*.pot: the book's prose
+                                           #   and attnlib's printed text (make gettext)
+    python tools/editions.py zh [-- ARGS]  # the Chinese edition into _build/html/zh/
+
+The English edition is the plain ``jupyter-book build .`` (``make book`` runs it first).
+The Chinese edition is the same book with ``language: zh_CN``: Sphinx takes every
+paragraph, heading, table cell and caption from ``locales/zh_CN/LC_MESSAGES/``, and the
+notebooks are executed with ``ATTNLIB_LANG=zh`` so that what attnlib prints (quizzes,
+checker verdicts, explorer labels, figure titles) is Chinese too, taken from
+``attnlib/locales/zh_CN/LC_MESSAGES/``. ``ATTNLIB_I18N_STRICT=1`` makes a text without a
+translation an error, so the build (``-W``) fails instead of showing English.
+
+Both builds read the same ``_config.yml``; this script writes a derived copy under
+``_build/`` (paths made absolute, the edition's settings added) and passes it to
+``jupyter-book build --config``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BUILD = ROOT / "_build"
+
+# the Chinese edition's settings on top of _config.yml
+ZH = {
+    "title": "自注意力：用代码实测",
+    "language": "zh_CN",
+    "path": "zh",              # under _build/html/
+}
+
+
+def derived_config(*, execute: str | None = None, language: str | None = None,
+                   title: str | None = None) -> pathlib.Path:
+    """Write ``_build/_config.<name>.yml``: ``_config.yml`` with absolute paths (a config
+    file outside the book's root resolves relative paths from its own folder) and the
+    given overrides. Returns its path."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    absolute = lambda p: str(ROOT / p)  # noqa: E731
+    sphinx = config["sphinx"]
+    sphinx["local_extensions"] = {k: absolute(v) for k, v in sphinx["local_extensions"].items()}
+    config["bibtex_bibfiles"] = [absolute(p) for p in config["bibtex_bibfiles"]]
+    if config.get("html", {}).get("favicon"):
+        config["html"]["favicon"] = absolute(config["html"]["favicon"])
+    cfg = sphinx["config"]
+    cfg["html_static_path"] = [absolute(p) for p in cfg.get("html_static_path", [])]
+    cfg["locale_dirs"] = [absolute(p) for p in cfg.get("locale_dirs", [])]
+    if execute is not None:
+        config["execute"]["execute_notebooks"] = execute
+    if language is not None:
+        cfg["language"] = language
+    if title is not None:
+        config["title"] = title
+    name = language or ("gettext" if execute == "off" else "custom")
+    path = BUILD / f"_config.{name}.yml"
+    BUILD.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def jupyter_book() -> str:
+    exe = pathlib.Path(sys.executable).with_name("jupyter-book")
+    return str(exe) if exe.exists() else "jupyter-book"
+
+
+def gettext() -> int:
+    """Extract the book's prose (Sphinx ``gettext`` builder, notebooks not executed) and
+    attnlib's printed text (``tools/i18n_extract.py``) into ``_build/gettext/``."""
+    out = BUILD / "gettext"
+    shutil.rmtree(out, ignore_errors=True)
+    work = BUILD / "gettext-build"
+    config = derived_config(execute="off")
+    rc = subprocess.call([jupyter_book(), "build", str(ROOT), "--config", str(config),
+                          "--path-output", str(work), "--builder", "custom",
+                          "--custom-builder", "gettext", "-q"], cwd=ROOT)
+    if rc:
+        return rc
+    shutil.move(str(work / "_build" / "gettext"), str(out / "book"))
+    shutil.rmtree(work, ignore_errors=True)
+    return subprocess.call([sys.executable, str(ROOT / "tools" / "i18n_extract.py"),
+                            "--out", str(out / "attnlib")], cwd=ROOT)
+
+
+def build_zh(extra: list[str]) -> int:
+    """Build the Chinese edition into ``_build/html/zh``."""
+    config = derived_config(language=ZH["language"], title=ZH["title"])
+    work = BUILD / "zh-build"
+    env = dict(os.environ, ATTNLIB_LANG="zh", ATTNLIB_I18N_STRICT="1")
+    rc = subprocess.call([jupyter_book(), "build", str(ROOT), "--config", str(config),
+                          "--path-output", str(work), *extra], cwd=ROOT, env=env)
+    if rc:
+        return rc
+    target = BUILD / "html" / ZH["path"]
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(work / "_build" / "html", target)
+    print(f"\nThe Chinese edition is in {target.relative_to(ROOT)}/")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=["gettext", "zh"])
+    ap.add_argument("extra", nargs=argparse.REMAINDER, help="arguments for jupyter-book build")
+    a = ap.parse_args()
+    if a.what == "gettext":
+        return gettext()
+    return build_zh([x for x in a.extra if x != "--"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Sphinx extension: the English and the Chinese edition of the book, from one source.
+
+The Chinese edition is the same book built with ``language = "zh_CN"``: Sphinx replaces
+every paragraph, heading, table cell and caption with its translation from
+``locales/zh_CN/LC_MESSAGES/<page>.po`` (``tools/editions.py`` runs both builds). This
+extension adds what Sphinx does not do by itself:
+
+- **A link to the other edition** in every page's header (the button left of the
+  download button), pointing at the same page in the other language, plus a
+  ``<link rel="alternate" hreflang=...>`` for search engines. English pages live at the
+  site's root, Chinese ones under ``zh/``.
+- **Addresses per edition**: ``html_baseurl`` (and so the sitemap and ``og:url``) and the
+  404 page's prefix gain ``zh/`` in the Chinese edition.
+- **The API reference stays in English**: docstrings are the code's documentation, the
+  same text ``help()`` shows in a notebook, so the entries that autodoc generates are not
+  offered for translation (the page's own prose is).
+- **Text that attnlib generates at build time** (the mistake catalogue of the
+  misconceptions page) is rendered in the edition's language:
+  :func:`attnlib.i18n.set_language` is called with it.
+"""
+from __future__ import annotations
+
+import pathlib
+
+from docutils import nodes
+from sphinx import addnodes
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.transforms import SphinxTransform
+
+# language code -> (path of the edition under the site's root, label of the link to it)
+EDITIONS = {
+    "en": ("", "English"),
+    "zh_CN": ("zh/", "中文"),
+}
+TEMPLATES = pathlib.Path(__file__).parent / "templates"
+
+
+def edition(language: str | None) -> str:
+    """``"zh_CN"`` for a Chinese build, ``"en"`` otherwise."""
+    return "zh_CN" if (language or "en").lower().replace("-", "_").startswith("zh") else "en"
+
+
+def counterpart(language: str | None) -> str:
+    return "en" if edition(language) == "zh_CN" else "zh_CN"
+
+
+def counterpart_url(pagename: str, language: str | None) -> str:
+    """Relative URL, from page ``pagename`` of this edition, of the same page in the other.
+
+    >>> counterpart_url("chapters/01_motivation", "en")
+    '../zh/chapters/01_motivation.html'
+    >>> counterpart_url("chapters/01_motivation", "zh_CN")
+    '../../chapters/01_motivation.html'
+    >>> counterpart_url("index", "zh_CN")
+    '../index.html'
+    """
+    here, there = EDITIONS[edition(language)][0], EDITIONS[counterpart(language)][0]
+    to_site_root = "../" * (pagename.count("/") + here.count("/"))
+    return f"{to_site_root}{there}{pagename}.html"
+
+
+class KeepApiInEnglish(SphinxTransform):
+    """Mark the text autodoc generates (inside ``desc`` nodes) as not translatable.
+
+    Runs before Sphinx's ``Locale`` transform (priority 20), so these paragraphs are
+    neither extracted by ``make gettext`` nor replaced in the Chinese build.
+    """
+
+    default_priority = 10
+
+    def apply(self, **kwargs) -> None:
+        for desc in self.document.findall(addnodes.desc):
+            for node in desc.findall(nodes.TextElement):
+                node["translatable"] = False
+
+
+def per_edition_addresses(app: Sphinx, config: Config) -> None:
+    if edition(config.language) != "zh_CN":
+        return
+    path = EDITIONS["zh_CN"][0]
+    if config.html_baseurl and not config.html_baseurl.rstrip("/").endswith(path.rstrip("/")):
+        config.html_baseurl = config.html_baseurl.rstrip("/") + "/" + path
+        if "ogp_site_url" in config:
+            config.ogp_site_url = config.html_baseurl
+    if "notfound_urls_prefix" in config and config.notfound_urls_prefix:
+        config.notfound_urls_prefix = config.notfound_urls_prefix.rstrip("/") + "/" + path
+
+
+def header_link(app: Sphinx, config: Config) -> None:
+    config.templates_path = [str(TEMPLATES)] + list(config.templates_path or [])
+    options = config.html_theme_options
+    end = options.get("article_header_end", ["article-header-buttons.html"])
+    end = [end] if isinstance(end, str) else list(end)
+    if "attnlib-edition-switch.html" not in end:
+        options["article_header_end"] = ["attnlib-edition-switch.html"] + end
+
+
+def set_attnlib_language(app: Sphinx, config: Config) -> None:
+    import attnlib.i18n
+
+    attnlib.i18n.set_language("zh" if edition(config.language) == "zh_CN" else "en")
+
+
+def page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    other = counterpart(app.config.language)
+    url = counterpart_url(pagename, app.config.language)
+    context["attnlib_edition_url"] = url
+    context["attnlib_edition_label"] = EDITIONS[other][1]
+    context["attnlib_edition_lang"] = "zh-CN" if other == "zh_CN" else "en"
+    context["metatags"] = context.get("metatags", "") + (
+        f'\n<link rel="alternate" hreflang="{context["attnlib_edition_lang"]}" href="{url}" />')
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_transform(KeepApiInEnglish)
+    app.connect("config-inited", per_edition_addresses, priority=110)  # after attnlib_publish
+    app.connect("config-inited", header_link)
+    app.connect("config-inited", set_attnlib_language)
+    app.connect("html-page-context", page_context)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
