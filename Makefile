@@ -15,10 +15,11 @@ SITE_TESTS := tests/browser tests/test_book.py tests/test_publish.py
 SEPARATE   := $(SITE_TESTS) tests/jupyterlab
 export PYTHONHASHSEED := 0
 
-.PHONY: help venv assets node chromium book publish dist test unit nbval book-check browser jupyterlab notebooks bench gpu-check freeze clean
+.PHONY: help venv assets node chromium fonts gettext-tools book book-en book-zh gettext update-po publish dist test unit nbval book-check browser jupyterlab notebooks bench gpu-check freeze clean
 
 help:
-	@echo "make book       build the website into _build/html (executes every notebook)"
+	@echo "make book       build the website: English in _build/html, Chinese in _build/html/zh"
+	@echo "                (executes every notebook, once per edition)"
 	@echo "make test       unit/property/exercise tests, strict nbval on every chapter, the book build,"
 	@echo "                then the site in headless Chromium with the network cut (make browser)"
 	@echo "make browser    only the site checks (links, offline browser tests) on the last build"
@@ -28,6 +29,8 @@ help:
 	@echo "make bench      run the benchmarks"
 	@echo "make publish    build the site and push it to the gh-pages branch (PUBLISH_REMOTE=origin)"
 	@echo "make dist       build attnlib's sdist and wheel into dist/"
+	@echo "make gettext    extract the English messages into _build/gettext/ (after changing a chapter),"
+	@echo "make update-po  then merge them into the Chinese catalogues (README, 'Translating')"
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,15 +53,43 @@ $(ASSETS): package.json package-lock.json tools/vendor_assets.py
 assets: $(ASSETS)
 
 # Debian's Chromium for the browser tests (Playwright drives it; no browser download),
-# and a small CJK font so the glossary's Chinese shows in the review screenshots
-chromium:
-	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium fonts-wqy-microhei; }
+# and a CJK font for the Chinese pages
+chromium: fonts
+	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
 
-book: venv assets
-	$(BIN)/jupyter-book build . -W -n --keep-going
+# A CJK font: the Chinese edition's figures are drawn with it at build time (the pages
+# themselves use the reader's fonts), and the browser tests render Chinese with it
+fonts:
+	@dpkg -s fonts-wqy-microhei >/dev/null 2>&1 || dpkg -s fonts-noto-cjk >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q fonts-wqy-microhei; }
+
+# msgfmt (Debian's gettext) checks the catalogues in the tests
+gettext-tools:
+	@command -v msgfmt >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q gettext; }
+
+# Both editions: English at _build/html, then the same book in Chinese at _build/html/zh
+# (tools/editions.py: language zh_CN, notebooks executed with ATTNLIB_LANG=zh)
+book: book-en book-zh
 	@echo
 	@echo "Built. Open _build/html/index.html in a browser, or serve it:"
 	@echo "  $(BIN)/python -m http.server -d _build/html 8000   # then visit http://127.0.0.1:8000"
+	@echo "  (the Chinese edition: http://127.0.0.1:8000/zh/)"
+
+book-en: venv assets
+	$(BIN)/jupyter-book build . -W -n --keep-going
+
+book-zh: venv assets fonts
+	$(BIN)/python tools/editions.py zh -- -W -n --keep-going
+
+# Translating (README): `make gettext` writes the English messages of the book (Sphinx's
+# gettext builder) and of attnlib (tools/i18n_extract.py) to _build/gettext/; `make
+# update-po` merges them into locales/zh_CN and attnlib/locales/zh_CN (sphinx-intl):
+# new messages come in empty, changed ones marked fuzzy, and tests/test_i18n.py names both.
+gettext: venv
+	$(BIN)/python tools/editions.py gettext
+
+update-po: gettext
+	$(BIN)/python tools/editions.py update-po
 
 # The website goes to the gh-pages branch of PUBLISH_REMOTE (a remote name, URL or path),
 # with .nojekyll; the source repository's own branches are not touched (tools/publish.py).
@@ -70,15 +101,16 @@ dist: venv
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
 
-unit: venv
+unit: venv gettext-tools
 	$(BIN)/python -m pytest -q tests $(SEPARATE:%=--ignore=%)
 
 nbval: venv
 	$(BIN)/python -m pytest -q --nbval --nbval-current-env --nbval-cell-timeout=300 chapters
 
-book-check: venv assets
-	rm -rf _build/html _build/.doctrees
+book-check: venv assets fonts
+	rm -rf _build/html _build/.doctrees _build/zh-build
 	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/python tools/editions.py zh -- -W -n --keep-going
 
 browser: venv chromium
 	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(SITE_TESTS)

@@ -18,10 +18,14 @@ import them by name, e.g. ``from attnlib import motivation`` (chapter 1), ``scal
 GPT of chapters 7 and 8: ``from attnlib.model import GPT, GPTConfig``), ``train`` (chapter
 7's tasks, training loop and head scores) and ``inference`` (chapter 8: KV cache,
 generation, cache sizes).
+
+The text attnlib shows (quizzes, checker verdicts, explorer labels, figure titles) is in
+English or Chinese: ``al.set_language("zh")``, or ``ATTNLIB_LANG=zh`` (:mod:`attnlib.i18n`).
 """
 from . import exercises, plots, quiz, widgets
 from .attention import scaled_dot_product_attention
 from .devices import default_device, to_device
+from .i18n import get_language, set_language, tr
 from .flash import attention_state, flash_attention, online_softmax_merge
 from .linear import elu_feature_map, linear_attention
 from .masks import causal_mask, padding_mask
@@ -40,5 +44,5 @@ __all__ = [
     "linear_attention", "elu_feature_map",
     "ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds",
     "random_feature_attention", "performer_feature_map", "random_projection", "shard_parts",
-    "exercises", "quiz", "widgets", "plots",
+    "exercises", "quiz", "widgets", "plots", "set_language", "get_language", "tr",
 ]

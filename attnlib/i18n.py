@@ -122,6 +122,7 @@ def read_po(path: pathlib.Path) -> list[dict]:
 
 
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 class Catalogue:
@@ -141,16 +142,31 @@ class Catalogue:
         # the most specific template first: more literal text, then fewer fields
         self.templates.sort(key=lambda t: (-len(_FIELD.sub("", t[0].pattern)), t[0].pattern))
 
-    def lookup(self, text: str) -> str | None:
+    def lookup(self, text: str, depth: int = 0) -> str | None:
         if text in self.exact:
             return self.exact[text]
         for pattern, msgstr in self.templates:
             m = pattern.fullmatch(text)
             if m:
-                values = {k: self.exact.get(v.strip(), v) if v.strip() else v
-                          for k, v in m.groupdict().items()}
+                values = {k: self._value(v, depth) for k, v in m.groupdict().items()}
                 return _FIELD.sub(lambda f: values.get(f.group(1), f.group(0)), msgstr)
         return None
+
+    def _value(self, value: str, depth: int = 0) -> str:
+        """A value filled into a template: translated when it is a catalogued message
+        (a word such as "vanishes" kept in a variable); numbers, code and data (token
+        strings such as 'apple') pass unchanged. ``ATTNLIB_I18N_REPORT=FILE`` lists the
+        words that passed unchanged, to find text that should have been catalogued."""
+        found = self.exact.get(value.strip())
+        if found is None and depth < 2 and re.search(r"[A-Za-z]{2}", value):
+            found = self.lookup(value.strip(), depth + 1)  # a value built from another template
+        if found is not None:
+            return value.replace(value.strip(), found)
+        report = os.environ.get("ATTNLIB_I18N_REPORT")
+        if report and re.fullmatch(r"\s*[A-Za-z][A-Za-z '-]{2,}\s*", value):
+            with open(report, "a", encoding="utf-8") as f:
+                f.write(value.strip() + "\n")
+        return value
 
 
 def _template_pattern(msgid: str) -> re.Pattern:
@@ -193,6 +209,8 @@ def tr(text: str) -> str:
     lang = _state["lang"]
     if lang == "en" or not isinstance(text, str) or not re.search(r"[A-Za-z]{2}", text):
         return text
+    if _CJK.search(text):  # already translated (a message passed through tr() twice)
+        return text
     found = catalogue(lang).lookup(text)
     if found is not None:
         return found
@@ -208,6 +226,12 @@ def tr(text: str) -> str:
 
 def _(text: str) -> str:  # noqa: N802 - the conventional gettext marker inside attnlib
     return tr(text)
+
+
+def N_(text: str) -> str:  # noqa: N802 - gettext's "no-op" marker
+    """Mark ``text`` for the catalogue without translating it now (it is translated
+    where it is shown, e.g. as a value filled into a translated template)."""
+    return text
 
 
 # ----------------------------------------------------------------------- figures

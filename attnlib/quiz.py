@@ -17,6 +17,8 @@ import html
 import re
 from dataclasses import dataclass
 
+from .i18n import _, get_language, tr
+
 __all__ = ["Question", "question"]
 
 _LETTERS = "ABCDEFGH"
@@ -44,6 +46,10 @@ class Question:
     qid: str = ""
 
     def __post_init__(self):
+        # shown in the current language (attnlib.i18n): the English is the catalogue's key
+        if get_language() != "en":
+            self.prompt = tr(self.prompt)
+            self.choices = [(tr(t), ok, tr(fb)) + tuple(rest) for t, ok, fb, *rest in self.choices]
         if not self.choices or not any(c[1] for c in self.choices):
             raise ValueError(f"question {self.prompt[:40]!r} needs at least one correct choice")
         if len(self.choices) > len(_LETTERS):
@@ -55,16 +61,16 @@ class Question:
         return "".join(_LETTERS[i] for i, c in enumerate(self.choices) if c[1])
 
     def __repr__(self) -> str:
-        lines = [f"Question: {self.prompt}"]
-        lines += [f"  {_LETTERS[i]}. {text}" for i, (text, _, _) in enumerate(self.choices)]
-        lines.append("  (Click a choice on the page to see whether it is right and why.)")
+        lines = [_("Question: {prompt}").format(prompt=self.prompt)]
+        lines += [f"  {_LETTERS[i]}. {c[0]}" for i, c in enumerate(self.choices)]
+        lines.append("  " + _("(Click a choice on the page to see whether it is right and why.)"))
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         items = []
         for i, (text, correct, feedback) in enumerate(self.choices):
-            verdict = "Correct." if correct else "Not quite."
-            feedback = _without_verdict(feedback)
+            verdict = _("Correct.") if correct else _("Not quite.")
+            feedback = _without_verdict(feedback) if get_language() == "en" else feedback
             cls = "attnlib-quiz-right" if correct else "attnlib-quiz-wrong"
             colour = "#1a7f37" if correct else "#cf222e"
             items.append(
@@ -76,8 +82,8 @@ class Question:
         qid = f' id="{html.escape(self.qid)}"' if self.qid else ""
         return (f'<div class="attnlib-quiz"{qid} style="border:1px solid #d0d7de;border-radius:6px;'
                 f'padding:.6em .9em;margin:.5em 0"><p class="attnlib-quiz-prompt" style="margin:0 0 .4em 0">'
-                f'<b>Question.</b> {html.escape(self.prompt)}</p>{"".join(items)}'
-                f'<p style="margin:.4em 0 0 0;font-size:90%;color:#6e7781">Click a choice to see feedback.</p></div>')
+                f'<b>{_("Question.")}</b> {html.escape(self.prompt)}</p>{"".join(items)}'
+                f'<p style="margin:.4em 0 0 0;font-size:90%;color:#6e7781">{_("Click a choice to see feedback.")}</p></div>')
 
 
 def question(prompt: str, choices: list, qid: str = "") -> Question:

@@ -29,10 +29,12 @@ import base64
 import html
 from typing import Callable, Sequence
 
+from .i18n import _, tr
+
 __all__ = ["Explorer", "explorer", "RUN_HINT"]
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-RUN_HINT = "Run this cell to explore"
+RUN_HINT = "Run this cell to explore"  # i18n
 DPI = 100  # 10-pt text is 14 px tall at 1x; annotations (9-10 pt) at least 12 px
 
 _STILL_CSS = f"""
@@ -62,14 +64,18 @@ class Explorer:
         run the cell. Its ``text/plain`` is stable (nbval compares it)."""
         png = base64.b64encode(self.frames[self.initial]).decode("ascii")
         views = ", ".join(map(str, self.labels))
-        label = html.escape(f"{self.description} = {self.labels[self.initial]}")
+        label = f"{self.description} = {self.labels[self.initial]}"
+        run = tr(RUN_HINT)
+        alt = _("{label} (first view of the explorer)").format(label=label)
+        line = _("{run}: a {description} control switches between {n} views ({views}). "
+                 "This picture is the view for {label}.").format(
+            run=run, description=self.description, n=len(self.frames), views=views, label=label)
         page = (f'<div class="attnlib-explorer-still"><style>{_STILL_CSS}</style>'
-                f'<img src="data:image/png;base64,{png}" alt="{label} (first view of the explorer)" '
+                f'<img src="data:image/png;base64,{png}" alt="{html.escape(alt)}" '
                 f'style="max-width:100%">'
-                f'<p style="margin:.2em 0;font-style:italic">&#9654; {RUN_HINT}: a {html.escape(self.description)} '
-                f'control switches between {len(self.frames)} views ({html.escape(views)}). '
-                f'This picture is the view for {label}.</p></div>')
-        text = f"{self!r}. {RUN_HINT}: the picture is the view for {self.description} = {self.labels[self.initial]}."
+                f'<p style="margin:.2em 0;font-style:italic">&#9654; {html.escape(line)}</p></div>')
+        text = _("{explorer}. {run}: the picture is the view for {label}.").format(
+            explorer=repr(self), run=run, label=label)
         return {"text/html": page, "text/plain": text}
 
     def _ipython_display_(self) -> None:
@@ -113,7 +119,8 @@ def explorer(render: Callable, values: Sequence, *, description: str, labels: Se
     from .plots import fig_to_png
 
     values = list(values)
-    labels = [str(v) for v in values] if labels is None else [str(s) for s in labels]
+    labels = [str(v) for v in values] if labels is None else [tr(str(s)) for s in labels]
+    description = tr(description)
     if len(labels) != len(values):
         raise ValueError(f"labels has {len(labels)} entries but values has {len(values)}; give one label per value")
     if control not in ("slider", "buttons"):

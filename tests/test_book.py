@@ -306,3 +306,94 @@ def test_mistake_catalogue_lists_every_known_mistake():
     missing = [f"{ex.name}: {m.title}" for ex in exercises.values() for m in ex.mistakes
                if " ".join(m.title.rstrip(".").translate(norm).split()).replace("--", "-") not in text]
     assert not missing, f"mistakes missing from the misconceptions appendix: {missing[:10]}"
+
+
+# ------------------------------------------------------------------ the Chinese edition
+
+ZH = "zh/"
+_SWITCH = re.compile(r'<a href="([^"]+)"[^>]*class="[^"]*attnlib-edition-switch[^"]*"')
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _english_pages(pages) -> list[str]:
+    return [n for n in pages if not n.startswith(ZH)]
+
+
+def _edition_link(name: str) -> str | None:
+    m = _SWITCH.search((SITE / name).read_text(encoding="utf-8", errors="replace"))
+    if not m:
+        return None
+    target = os.path.normpath((SITE / name).parent / urllib.parse.unquote(m.group(1)))
+    return pathlib.Path(target).relative_to(SITE).as_posix()
+
+
+def test_every_english_page_has_its_chinese_counterpart(pages):
+    english = _english_pages(pages)
+    assert english and len([n for n in pages if n.startswith(ZH)]) >= len(english), \
+        "the Chinese edition is missing: `make book` builds it into _build/html/zh/"
+    missing = [n for n in english if ZH + n not in pages]
+    assert not missing, f"English pages without a Chinese counterpart: {missing}"
+
+
+def test_each_page_links_to_its_counterpart_from_the_header(pages):
+    wrong = []
+    for name in _english_pages(pages):
+        for here, there in ((name, ZH + name), (ZH + name, name)):
+            if here in pages and _edition_link(here) != there:
+                wrong.append(f"{here}: header link goes to {_edition_link(here)!r}, not {there!r}")
+    assert not wrong, "\n".join(wrong[:20])
+
+
+def _article_text(name: str) -> str:
+    text = (SITE / name).read_text(encoding="utf-8", errors="replace")
+    m = re.search(r'<article class="bd-article"[^>]*>(.*)</article>', text, re.S)
+    body = m.group(1) if m else text
+    # leave out code, outputs, maths and the API reference's docstrings (kept in English)
+    body = re.sub(r'<(pre|script|style|math)\b.*?</\1>', " ", body, flags=re.S)
+    body = re.sub(r'<div class="(?:cell_output|highlight)[^"]*".*?</div>', " ", body, flags=re.S)
+    body = re.sub(r'<dl class="py [^"]*">.*?</dl>', " ", body, flags=re.S)
+    body = re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]|\$\$.*?\$\$", " ", body, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", body))
+
+
+@pytest.mark.parametrize("stem", [f for f in toc_files()])
+def test_chinese_pages_are_written_in_chinese(pages, stem):
+    name = f"{ZH}{stem}.html"
+    if name not in pages:
+        pytest.fail(f"{name} was not built")
+    text = (SITE / name).read_text(encoding="utf-8", errors="replace")
+    assert re.search(r'<html[^>]+lang="zh-CN"', text), f"{name} does not declare lang=zh-CN"
+    prose = _article_text(name)
+    cjk = len(_CJK.findall(prose))
+    latin = len(re.findall(r"[A-Za-z]", prose))
+    # Chinese characters carry about 3x the meaning of a Latin letter; prose left in
+    # English shows up as a page dominated by Latin letters
+    assert cjk > 0.25 * latin, f"{name}: {cjk} Chinese characters vs {latin} Latin letters in its prose"
+
+
+def test_chinese_outputs_have_no_english_verdicts_and_no_missing_glyphs(pages):
+    english = ["Run this cell to explore", "Not quite.", "Click a choice to see feedback",
+               "not attempted", "the course's solution passed", "Question."]
+    bad = []
+    for name in pages:
+        if not name.startswith(ZH + "chapters/"):
+            continue
+        text = (SITE / name).read_text(encoding="utf-8", errors="replace")
+        bad += [f"{name}: {e!r}" for e in english if e in text]
+        bad += [f"{name}: matplotlib could not draw a glyph ({m})"
+                for m in re.findall(r"Glyph \d+ [^\n<]{0,60}missing from font[^\n<]{0,40}", text)[:2]]
+        bad += [f"{name}: {m}" for m in re.findall(r"no 中文 translation of[^\n<]{0,80}", text)[:2]]
+    assert not bad, "\n".join(bad[:20])
+
+
+def test_chinese_mistake_catalogue_lists_every_known_mistake():
+    page = SITE / ZH / "appendix" / "misconceptions.html"
+    if not page.is_file():
+        pytest.skip("no Chinese edition built")
+    import attnlib.i18n as i18n
+    zh = i18n.catalogue("zh")
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8"))).split())
+    exercises = importlib.import_module("attnlib.exercises").EXERCISES
+    missing = [f"{ex.name}: {m.title}" for ex in exercises.values() for m in ex.mistakes
+               if (zh.lookup(m.title) or "\0") not in text]
+    assert not missing, f"mistakes missing from the Chinese misconceptions appendix: {missing[:10]}"

@@ -2,6 +2,7 @@
 
     python tools/editions.py gettext       # _build/gettext/**/*.pot: the book's prose
                                            #   and attnlib's printed text (make gettext)
+    python tools/editions.py update-po     # merge them into the Chinese catalogues
     python tools/editions.py zh [-- ARGS]  # the Chinese edition into _build/html/zh/
 
 The English edition is the plain ``jupyter-book build .`` (``make book`` runs it first).
@@ -89,11 +90,58 @@ def gettext() -> int:
                             "--out", str(out / "attnlib")], cwd=ROOT)
 
 
+CATALOGUES = {"book": ROOT / "locales", "attnlib": ROOT / "attnlib" / "locales"}
+HEADER_DEFAULTS = {
+    '"PO-Revision-Date: YEAR-MO-DA HO:MI+ZONE\\n"': '"PO-Revision-Date: 2026-12-01 00:00+0000\\n"',
+    '"Last-Translator: FULL NAME <EMAIL@ADDRESS>\\n"': '"Last-Translator: attnlib course team\\n"',
+    '"Report-Msgid-Bugs-To: EMAIL@ADDRESS\\n"': '"Report-Msgid-Bugs-To: \\n"',
+}
+
+
+def tidy_catalogue(path: pathlib.Path) -> None:
+    """After ``sphinx-intl update``: no fuzzy header, no placeholder header fields, and no
+    ``python-format`` flag (Babel guesses it from a "%" in prose, such as "25% from", and
+    msgfmt --check then demands a format directive in the translation)."""
+    text = path.read_text(encoding="utf-8")
+    new = text.replace('#, fuzzy\nmsgid ""\nmsgstr ""', 'msgid ""\nmsgstr ""', 1)
+    for old, value in HEADER_DEFAULTS.items():
+        new = new.replace(old, value)
+    lines = []
+    for line in new.split("\n"):
+        if line.startswith("#,"):
+            flags = [f.strip() for f in line[2:].split(",") if f.strip() not in ("python-format", "no-python-format")]
+            if not flags:
+                continue
+            line = "#, " + ", ".join(flags)
+        lines.append(line)
+    new = "\n".join(lines)
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+
+
+def update_po() -> int:
+    """``sphinx-intl update`` of both catalogue trees from ``_build/gettext/``; new
+    messages come in untranslated, changed ones as fuzzy (tests/test_i18n.py names them)."""
+    for name, locales in CATALOGUES.items():
+        pot = BUILD / "gettext" / name
+        if not pot.is_dir():
+            print(f"no {pot.relative_to(ROOT)}: run `make gettext` first", file=sys.stderr)
+            return 1
+        rc = subprocess.call([str(pathlib.Path(sys.executable).with_name("sphinx-intl")), "update",
+                              "-p", str(pot), "-l", "zh_CN", "-d", str(locales)], cwd=ROOT)
+        if rc:
+            return rc
+        for po in sorted(locales.rglob("*.po")):
+            tidy_catalogue(po)
+    return 0
+
+
 def build_zh(extra: list[str]) -> int:
     """Build the Chinese edition into ``_build/html/zh``."""
     config = derived_config(language=ZH["language"], title=ZH["title"])
     work = BUILD / "zh-build"
-    env = dict(os.environ, ATTNLIB_LANG="zh", ATTNLIB_I18N_STRICT="1")
+    env = dict(os.environ, ATTNLIB_LANG="zh")
+    env.setdefault("ATTNLIB_I18N_STRICT", "1")  # a missing translation fails the build
     rc = subprocess.call([jupyter_book(), "build", str(ROOT), "--config", str(config),
                           "--path-output", str(work), *extra], cwd=ROOT, env=env)
     if rc:
@@ -108,11 +156,13 @@ def build_zh(extra: list[str]) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["gettext", "zh"])
+    ap.add_argument("what", choices=["gettext", "update-po", "zh"])
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="arguments for jupyter-book build")
     a = ap.parse_args()
     if a.what == "gettext":
         return gettext()
+    if a.what == "update-po":
+        return update_po()
     return build_zh([x for x in a.extra if x != "--"])
 
 

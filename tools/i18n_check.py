@@ -34,7 +34,9 @@ TERMS = ROOT / "locales" / "zh_CN" / "terms.yml"
 
 _DISPLAY_MATH = re.compile(r"\$\$.+?\$\$", re.DOTALL)
 _INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\$)[^$\n]+?(?<!\\)\$")
-_ROLE = re.compile(r"\{([\w:.-]+)\}`([^`]*)`")
+_ROLE = re.compile(r"(?<!`)\{([\w:.-]+)\}`([^`]*)`")
+# Sphinx re-parses each translation as Markdown and uses it only if it is one paragraph
+_BLOCK_START = re.compile(r"^\s*(?:\d+[.)]|[-*+>]|#{1,6})\s")
 _CODE = re.compile(r"``[^`]+``|`[^`]+`")
 _LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 _TAG = re.compile(r"</?[a-zA-Z][a-zA-Z0-9]*\b[^<>]*>")
@@ -88,13 +90,17 @@ def check_entry(entry: dict, terms: dict, glossary: bool = False) -> list[str]:
         lost = sorted((before - after).elements())
         new = sorted((after - before).elements())
         problems.append(f"maths/code/links/roles/tags changed: missing {lost}, added {new}")
+    if _BLOCK_START.match(msgstr) and not msgid.lstrip().startswith("<"):
+        problems.append("starts like a list item, heading or quote, so Sphinx would not use it: "
+                        "escape the marker (1\\. ..., \\- ...)")
     if "python-brace-format" in entry["flags"]:
         a, b = set(_FIELD.findall(msgid)), set(_FIELD.findall(msgstr))
         if a != b:
             problems.append(f"fields differ: the English has {sorted(a)}, the translation {sorted(b)}")
     english = prose(msgid)
     words = _WORD.findall(english)
-    if not _CJK.search(prose(msgstr)) and len(words) > (6 if glossary else 3):
+    display_math = "$" not in msgid and re.search(r"\\[a-zA-Z]+", msgid) and msgstr == msgid
+    if not display_math and not _CJK.search(prose(msgstr)) and len(words) > (6 if glossary else 3):
         problems.append("still English: translate the sentence")
     chinese = prose(msgstr)
     for pattern, options in terms.get("require", {}).items():
@@ -111,7 +117,7 @@ def check_entry(entry: dict, terms: dict, glossary: bool = False) -> list[str]:
 
 
 def _line_of(path: pathlib.Path, msgid: str) -> int:
-    first = msgid.split("\n", 1)[0][:40]
+    first = next((line for line in msgid.split("\n") if line.strip()), "")[:40]
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.startswith("msgid") and first[:20].replace('"', '\\"') in line.replace('""', ""):
             return i

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..i18n import tr
+
 if TYPE_CHECKING:
     from ._core import Case, Exercise
 
@@ -73,19 +75,19 @@ def _to_numpy(obj: Any) -> Any:
 
 def _describe(obj: Any) -> str:
     if isinstance(obj, np.ma.MaskedArray):
-        return f"a NumPy masked array of shape {tuple(obj.shape)}"
+        return tr(f"a NumPy masked array of shape {tuple(obj.shape)}")
     if isinstance(obj, np.ndarray):
         if obj.ndim == 0:
-            return f"a single number (dtype {obj.dtype})"
-        return f"an array of shape {tuple(obj.shape)} and dtype {obj.dtype}"
+            return tr(f"a single number (dtype {obj.dtype})")
+        return tr(f"an array of shape {tuple(obj.shape)} and dtype {obj.dtype}")
     if isinstance(obj, tuple):
-        return "a tuple (" + ", ".join(_describe(o) for o in obj) + ")"
+        return tr("a tuple ({items})").format(items=", ".join(_describe(o) for o in obj))
     if isinstance(obj, list):
-        return f"a Python list of {len(obj)} items"
+        return tr(f"a Python list of {len(obj)} items")
     if obj is None:
         return "None"
     name = getattr(obj, "type_name", None) if type(obj).__name__ == "Opaque" else None
-    return f"an object of type {name or type(obj).__name__}"
+    return tr(f"an object of type {name or type(obj).__name__}")
 
 
 def _shapes(case: Case) -> str:
@@ -156,8 +158,8 @@ def _tolerance_note(got: Any, ex: Exercise) -> str:
     for g in items:
         if isinstance(g, np.ndarray) and _precision(g) in ("float16", "bfloat16"):
             rtol, atol = _tolerances(g, ex)
-            return (f" (your answer is {_precision(g)}, so it is compared with that format's tolerance, "
-                    f"rtol={rtol:g}, atol={atol:g})")
+            return tr(f" (your answer is {_precision(g)}, so it is compared with that format's tolerance, "
+                      f"rtol={rtol:g}, atol={atol:g})")
     return ""
 
 
@@ -172,14 +174,14 @@ def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tupl
         if isinstance(got, list) and len(got) == len(want):  # a list of the right items is fine
             got = tuple(got)
         if not isinstance(got, tuple) or len(got) != len(want):
-            return False, f"expected a tuple of {len(want)} items, got {_describe(got)}", "type"
+            return False, tr(f"expected a tuple of {len(want)} items, got {_describe(got)}"), "type"
         for i, (g, w) in enumerate(zip(got, want)):
             ok, why, problem = _compare(g, w, ex, None if kind is None else _kind_of_value(w))
             if not ok:
-                return False, f"item {i} of the tuple: {why}", problem
+                return False, tr(f"item {i} of the tuple: {why}"), problem
         return True, "", ""
     if isinstance(got, np.ma.MaskedArray):
-        return False, ("got a NumPy masked array. Masked entries are skipped by comparisons and "
+        return False, tr("got a NumPy masked array. Masked entries are skipped by comparisons and "
                        "reductions, so it can look right for the wrong reason: return a plain array "
                        "(e.g. np.ma.filled(result, 0.0) with the value the masked entries must have)"), "type"
     if not isinstance(want, np.ndarray):  # e.g. a string: plain equality
@@ -187,25 +189,25 @@ def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tupl
             ok = bool(got == want)
         except Exception:  # noqa: BLE001
             ok = False
-        return (True, "", "") if ok else (False, f"expected {want!r:.80}, got {got!r:.80}", "value")
+        return (True, "", "") if ok else (False, tr(f"expected {want!r:.80}, got {got!r:.80}"), "value")
     if isinstance(got, list):
-        return False, (f"expected {_describe(want)}, got a Python list. Return an array: "
+        return False, tr(f"expected {_describe(want)}, got a Python list. Return an array: "
                        "np.asarray(result) (or np.stack(rows) for a list of rows)"), "type"
     if not isinstance(got, np.ndarray):
-        return False, f"expected {_describe(want)}, got {_describe(got)}", "type"
+        return False, tr(f"expected {_describe(want)}, got {_describe(got)}"), "type"
     kind = kind or _kind_of(want, ex.output_kind)
     if got.shape != want.shape:
         if got.ndim == 0:
-            return False, f"expected {_describe(want)}, got a single number", "shape"
-        return False, f"expected shape {tuple(want.shape)}, got shape {tuple(got.shape)}", "shape"
+            return False, tr(f"expected {_describe(want)}, got a single number"), "shape"
+        return False, tr(f"expected shape {tuple(want.shape)}, got shape {tuple(got.shape)}"), "shape"
     if kind == "bool":
         if got.dtype != bool:
-            return False, (f"expected a bool array, got dtype {got.dtype} (build it with comparisons "
+            return False, tr(f"expected a bool array, got dtype {got.dtype} (build it with comparisons "
                            "such as j <= i, or convert with .astype(bool))"), "dtype"
         wrong = np.argwhere(got != want)
         if len(wrong):
             i = _idx(wrong[0])
-            return False, (f"{len(wrong)} of {want.size} entries differ, first at index {i} "
+            return False, tr(f"{len(wrong)} of {want.size} entries differ, first at index {i} "
                            f"(got {bool(got[i])}, expected {bool(want[i])})"), "value"
         return True, "", ""
     if kind in ("int", "any"):
@@ -216,27 +218,27 @@ def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tupl
         if ok:
             return True, "", ""
         if want.ndim == 0:
-            return False, f"expected {want.item()!r}, got {got.item()!r}", "value"
+            return False, tr(f"expected {want.item()!r}, got {got.item()!r}"), "value"
         try:
             wrong = np.argwhere(got != want)
             i = _idx(wrong[0])
-            return False, (f"{len(wrong)} of {want.size} entries differ, first at index {i} "
+            return False, tr(f"{len(wrong)} of {want.size} entries differ, first at index {i} "
                            f"(got {got[i]!r}, expected {want[i]!r})"), "value"
         except Exception:  # noqa: BLE001
-            return False, f"expected {want.tolist()!r:.80}, got {got.tolist()!r:.80}", "value"
+            return False, tr(f"expected {want.tolist()!r:.80}, got {got.tolist()!r:.80}"), "value"
     if got.dtype.kind not in "biuf":
-        return False, f"expected real numbers, got dtype {got.dtype}", "dtype"
+        return False, tr(f"expected real numbers, got dtype {got.dtype}"), "dtype"
     g, w = got.astype(np.float64), want.astype(np.float64)
     nan_g, nan_w = np.isnan(g), np.isnan(w)
     if nan_g.any() and not nan_w.any():
         first = _idx(np.argwhere(nan_g)[0])
-        return False, (f"the output contains NaN at {int(nan_g.sum())} of {g.size} entries, first at "
+        return False, tr(f"the output contains NaN at {int(nan_g.sum())} of {g.size} entries, first at "
                        f"index {first} (NaN comes from inf - inf, inf / inf or 0 / 0, e.g. when exp "
                        "overflows or a whole row underflows to 0)"), "nan"
     inf_g = np.isinf(g)
     if inf_g.any() and not np.isinf(w).any():
         first = _idx(np.argwhere(inf_g)[0])
-        return False, (f"the output contains inf at {int(inf_g.sum())} of {g.size} entries, first at "
+        return False, tr(f"the output contains inf at {int(inf_g.sum())} of {g.size} entries, first at "
                        f"index {first}"), "inf"
     rtol, atol = _tolerances(got, ex)
     if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
@@ -244,7 +246,7 @@ def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tupl
             diff = np.abs(g - w)
         diff = np.where(np.isnan(diff) & ~(nan_g & nan_w), np.inf, np.nan_to_num(diff, nan=0.0))
         idx = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
-        return False, (f"largest difference {float(diff[idx]):.3g} at index {_idx(idx)} "
-                       f"(got {float(g[idx]):.6g}, expected {float(w[idx]):.6g})"
+        return False, (tr(f"largest difference {float(diff[idx]):.3g} at index {_idx(idx)} "
+                          f"(got {float(g[idx]):.6g}, expected {float(w[idx]):.6g})")
                        + _tolerance_note(got, ex)), "value"
     return True, "", ""

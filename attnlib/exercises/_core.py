@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..i18n import _, tr
 from ._compare import _compare, _kind_of_value, _same_input, _shapes, _snapshot, _to_numpy, _tolerance_note
 from ._running import _STUCK, Outcome, Raised, _Tee, _Timeout, fork_unsafe_reason, session
 
@@ -207,7 +208,7 @@ def register(ex: Exercise) -> Exercise:
 
 _ICON = {"passed": "✓", "failed": "✗", "not_attempted": "…", "error": "!"}
 _COLOUR = {"passed": "#1a7f37", "failed": "#cf222e", "not_attempted": "#6e7781", "error": "#9a6700"}
-_HEAD = {"passed": "passed", "failed": "not yet", "not_attempted": "not attempted",
+_HEAD = {"passed": "passed", "failed": "not yet", "not_attempted": "not attempted",  # i18n
          "error": "could not check"}
 
 
@@ -243,16 +244,17 @@ class CheckResult:
 
     def _title(self) -> str:
         if self.solution:
-            return (f"{_ICON[self.status]} {self.name}: the course's solution {_HEAD[self.status]} "
-                    "(this checks the solution above, not your answer)")
-        return f"{_ICON[self.status]} {self.name}: {_HEAD[self.status]}"
+            return f"{_ICON[self.status]} {self.name}: " + _(
+                "the course's solution {verdict} (this checks the solution above, not your answer)"
+            ).format(verdict=tr(_HEAD[self.status]))
+        return f"{_ICON[self.status]} {self.name}: {tr(_HEAD[self.status])}"
 
     def __str__(self) -> str:
         lines = [self._title(), f"  {self.message}"]
         if self.hint:
-            lines.append(f"  Hint: {self.hint}")
+            lines.append("  " + _("Hint: {hint}").format(hint=self.hint))
         if self._printed():
-            lines.append("  Your function printed (first lines):")
+            lines.append("  " + _("Your function printed (first lines):"))
             lines += ["    " + s for s in self._printed().splitlines()]
         return "\n".join(lines)
 
@@ -260,9 +262,9 @@ class CheckResult:
 
     def _repr_html_(self) -> str:
         c = _COLOUR[self.status]
-        hint = (f'<div style="margin-top:.3em"><b>Hint:</b> {html.escape(self.hint)}</div>'
+        hint = (f'<div style="margin-top:.3em"><b>{_("Hint:")}</b> {html.escape(self.hint)}</div>'
                 if self.hint else "")
-        printed = (f'<div style="margin-top:.3em"><b>Your function printed (first lines):</b>'
+        printed = (f'<div style="margin-top:.3em"><b>{_("Your function printed (first lines):")}</b>'
                    f'<pre style="margin:.2em 0">{html.escape(self._printed())}</pre></div>'
                    if self._printed() else "")
         title = self._title()
@@ -291,15 +293,15 @@ def _explain_exc(exc) -> str:
         exc = Raised(exc)
     text = exc.text
     if exc.recursion:
-        return (" Your function calls itself without end. In a notebook this often happens when a "
-                "helper has the same name as your function (e.g. your softmax calls softmax): rename one. "
-                "(The checker keeps Python's recursion limit while your function runs.)")
+        return tr(" Your function calls itself without end. In a notebook this often happens when a "
+                  "helper has the same name as your function (e.g. your softmax calls softmax): rename one. "
+                  "(The checker keeps Python's recursion limit while your function runs.)")
     if ("Tensor" in text and "ndarray" in text) or (
             exc.attribute and "'numpy.ndarray' object has no attribute" in text):
-        return (" The checker passes NumPy arrays. To work in PyTorch, convert first, e.g. "
-                "x = torch.as_tensor(x) (you may return a tensor).")
+        return tr(" The checker passes NumPy arrays. To work in PyTorch, convert first, e.g. "
+                  "x = torch.as_tensor(x) (you may return a tensor).")
     if exc.memory:
-        return " Your function asked for more memory than the machine has."
+        return tr(" Your function asked for more memory than the machine has.")
     return ""
 
 
@@ -326,10 +328,10 @@ def displayed_hint(hint: str) -> str:
     while shown and shown[-1].endswith(":"):  # "For example:" only introduced the code
         shown.pop()
     text = " ".join(shown).rstrip(";:,")
-    return text if len(text) >= 12 else _GENERIC_HINT
+    return tr(text) if len(text) >= 12 else tr(_GENERIC_HINT)
 
 
-_GENERIC_HINT = ("Work through the first failing case by hand, on paper, and compare each step with the "
+_GENERIC_HINT = ("Work through the first failing case by hand, on paper, and compare each step with the "  # i18n
                  "chapter's formula and the shapes in the stub's docstring.")
 
 
@@ -353,8 +355,8 @@ def _signature_problem(fn: Callable, case: Case, ex: Exercise) -> str:
         shown = ", ".join([f"<{type(a).__name__}>" for a in case.args]
                           + [f"{k}=..." for k in case.kwargs])
         fname = getattr(fn, "__name__", "fn")
-        return (f"Your function cannot be called the way the checker calls it, {fname}({shown}): {exc}. "
-                f"Keep the stub's signature: `{ex.signature()}`")
+        return tr(f"Your function cannot be called the way the checker calls it, {fname}({shown}): {exc}. "
+                  f"Keep the stub's signature: `{ex.signature()}`")
     return ""
 
 
@@ -389,8 +391,8 @@ def check(name: str, fn: Callable) -> CheckResult:
     except BaseException as exc:  # noqa: BLE001 - check itself must never raise
         if isinstance(exc, KeyboardInterrupt):
             raise
-        result = CheckResult(str(name), "error", f"The checker itself failed ({_fmt_exc(exc)}). "
-                             "This is a bug in attnlib, not in your code: please report it.")
+        result = CheckResult(str(name), "error", tr(f"The checker itself failed ({_fmt_exc(exc)}). "
+                                                    "This is a bug in attnlib, not in your code: please report it."))
     printed = tee.text().strip("\n")
     if printed:
         lines = printed.splitlines()
@@ -419,6 +421,11 @@ def check_solution(name: str, fn: Callable) -> CheckResult:
     return result
 
 
+def _mistake_text(m: Mistake) -> str:
+    """A catalogued mistake as the checker reports it: its title, then its message."""
+    return _("{title}. {message}").format(title=tr(m.title), message=tr(m.message))
+
+
 def _fail(ex: Exercise, message: str, problem: str, *, mistake: str | None = None,
           hint: bool = True, **details) -> CheckResult:
     return CheckResult(ex.name, "failed", message, hint=displayed_hint(ex.hint) if hint else "",
@@ -428,10 +435,10 @@ def _fail(ex: Exercise, message: str, problem: str, *, mistake: str | None = Non
 def _stuck_note(out: Outcome) -> str:
     if not (out.stuck or _STUCK):
         return ""
-    return (" It is still running in the background: the checker runs your function in a thread here "
-            f"(because {fork_unsafe_reason() or 'fork is unavailable'}), and a thread cannot be stopped "
-            "inside a long NumPy/C call or a sleep (until that call returns) or in a loop that catches "
-            "every exception (a bare `except:`). If the notebook gets slow, restart the kernel.")
+    return tr(" It is still running in the background: the checker runs your function in a thread here "
+              f"(because {fork_unsafe_reason() or 'fork is unavailable'}), and a thread cannot be stopped "
+              "inside a long NumPy/C call or a sleep (until that call returns) or in a loop that catches "
+              "every exception (a bare `except:`). If the notebook gets slow, restart the kernel.")
 
 
 def _crash_message(out: Outcome, where: str) -> str:
@@ -441,43 +448,43 @@ def _crash_message(out: Outcome, where: str) -> str:
             sig = signal.Signals(how[1]).name
         except ValueError:
             sig = f"signal {how[1]}"
-        why = {"SIGSEGV": "a segmentation fault: usually recursion so deep that the C stack overflows "
+        why = {"SIGSEGV": "a segmentation fault: usually recursion so deep that the C stack overflows "  # i18n
                           "(after sys.setrecursionlimit was raised) or a broken C extension call",
                "SIGKILL": "it was killed from outside, most often because the machine ran out of memory",
                "SIGABRT": "an abort inside a C library"}.get(sig, "a fatal signal")
-        what = f"was ended by {sig} ({why})"
+        what = tr(f"was ended by {sig} ({tr(why)})")
     elif how and how[0] == "exit":
-        what = f"exited with status {how[1]} (os._exit or a C library ending the process)"
+        what = tr(f"exited with status {how[1]} (os._exit or a C library ending the process)")
     else:
-        what = "ended unexpectedly"
-    return (f"Your function crashed the separate process the checker ran it in: it {what}, on {where}. "
-            "Your notebook is not affected.")
+        what = tr("ended unexpectedly")
+    return tr(f"Your function crashed the separate process the checker ran it in: it {what}, on {where}. "
+              "Your notebook is not affected.")
 
 
 def _forbidden_result(ex: Exercise, dotted: str, where: str) -> CheckResult:
     shown = _display_name(dotted)
-    return _fail(ex, f"Your function calls {shown} (on {where}): that is the library's own answer, and "
-                 f"the exercise is to write {ex.name} yourself, so it does not count. Build it from basic "
-                 "array operations (what the chapter shows) instead of calling a ready-made version.",
+    return _fail(ex, tr(f"Your function calls {shown} (on {where}): that is the library's own answer, and "
+                        f"the exercise is to write {ex.name} yourself, so it does not count. Build it from basic "
+                        "array operations (what the chapter shows) instead of calling a ready-made version."),
                  "forbidden", mistake="library_shortcut", hint=False, called=shown)
 
 
 def _check(name: str, fn: Callable) -> CheckResult:
     if not isinstance(name, str):
         if isinstance(fn, str) and callable(name):
-            return CheckResult(str(fn), "error", "The arguments are swapped: call "
-                               f"check({fn!r}, your_function), the exercise name first.")
-        return CheckResult(repr(name), "error", "check(name, fn) needs the exercise name as a string, "
-                           f"e.g. check('softmax', my_softmax); got {type(name).__name__}.")
+            return CheckResult(str(fn), "error", tr("The arguments are swapped: call "
+                                                    f"check({fn!r}, your_function), the exercise name first."))
+        return CheckResult(repr(name), "error", tr("check(name, fn) needs the exercise name as a string, "
+                                                   f"e.g. check('softmax', my_softmax); got {type(name).__name__}."))
     ex = EXERCISES.get(name)
     if ex is None:
         close = difflib.get_close_matches(name, list(EXERCISES), n=1)
-        return CheckResult(name, "error", f"There is no exercise called {name!r}."
-                           + (f" Did you mean {close[0]!r}?" if close else "")
-                           + f" Known exercises: {', '.join(sorted(EXERCISES))}.")
+        return CheckResult(name, "error", tr(f"There is no exercise called {name!r}.")
+                           + (tr(f" Did you mean {close[0]!r}?") if close else "")
+                           + tr(f" Known exercises: {', '.join(sorted(EXERCISES))}."))
     if not callable(fn):
-        return CheckResult(name, "error", f"check({name!r}, fn) needs a function, got {type(fn).__name__}. "
-                           "Pass the function itself, without calling it: check(name, my_fn).")
+        return CheckResult(name, "error", tr(f"check({name!r}, fn) needs a function, got {type(fn).__name__}. "
+                                             "Pass the function itself, without calling it: check(name, my_fn)."))
     cases = ex.all_cases()
     for case in cases:
         problem = _signature_problem(fn, case, ex)
@@ -499,9 +506,9 @@ def _check(name: str, fn: Callable) -> CheckResult:
     note = ""
     for state, got in outcomes:
         note = note or (_tolerance_note(got, ex) if state == "value" else "")
-    return CheckResult(name, "passed", f"All {len(cases)} cases match the reference"
-                       + (" and it is fast enough" if ex.perf_case is not None else "")
-                       + note + ".",
+    return CheckResult(name, "passed", tr(f"All {len(cases)} cases match the reference")
+                       + (tr(" and it is fast enough") if ex.perf_case is not None else "")
+                       + note + tr("."),
                        details={"problem": None})
 
 
@@ -547,16 +554,16 @@ def _run_cases(ex: Exercise, cases: list, worker):
     failures: list[tuple[int, str, str]] = []
     forbidden = None
     for i, case in enumerate(cases):
-        where = f"case {i + 1} of {len(cases)} ({case.label}; inputs {_shapes(case)})"
+        where = tr(f"case {i + 1} of {len(cases)} ({tr(case.label)}; inputs {_shapes(case)})")
         limit = min(ex.time_limit, max(budget - (time.perf_counter() - start), 0.05))
         out = worker.run(i, limit)
         if out.printed:
             sys.stdout.write(out.printed)
         if out.status in ("timeout", "cpu"):
-            what = (f"ran longer than {ex.time_limit:g} s on {where}" if limit >= ex.time_limit else
-                    f"took more than {budget:g} s for the first {i + 1} cases (stopped on {where})")
-            return _fail(ex, f"Your function {what} and was stopped. Look for an infinite loop, or "
-                         "replace Python loops over single numbers with array operations." + _stuck_note(out),
+            what = (tr(f"ran longer than {ex.time_limit:g} s on {where}") if limit >= ex.time_limit else
+                    tr(f"took more than {budget:g} s for the first {i + 1} cases (stopped on {where})"))
+            return _fail(ex, tr(f"Your function {what} and was stopped. Look for an infinite loop, or "
+                                "replace Python loops over single numbers with array operations.") + _stuck_note(out),
                          "timeout", case=i)
         if out.status == "crashed":
             return _fail(ex, _crash_message(out, where), "crashed", case=i)
@@ -565,32 +572,32 @@ def _run_cases(ex: Exercise, cases: list, worker):
         forbidden = forbidden or (out.forbidden and (out.forbidden, where))
         state, value, mutated = out.value
         if state == "raised" and value.not_implemented and i == 0:
-            return CheckResult(ex.name, "not_attempted", "Not attempted yet: the function still raises "
-                               "NotImplementedError. Replace `raise NotImplementedError` with your code.",
+            return CheckResult(ex.name, "not_attempted", tr("Not attempted yet: the function still raises "
+                                                            "NotImplementedError. Replace `raise NotImplementedError` with your code."),
                                details={"problem": "not_attempted"})
         if forbidden:
             return _forbidden_result(ex, *forbidden)
         if mutated:
             m = next((m for m in ex.mistakes if m.kind == "mutates"), None)
-            msg = (f"{m.title}. {m.message}" if m else "Your function changed its input in place. Work on "
-                   "a copy (e.g. x = x - m instead of x -= m) so the caller's array is left unchanged.")
-            return _fail(ex, msg + f" (Seen on {where}.)", "mutates",
+            msg = (_mistake_text(m) if m else tr("Your function changed its input in place. Work on "
+                   "a copy (e.g. x = x - m instead of x -= m) so the caller's array is left unchanged."))
+            return _fail(ex, msg + tr(f" (Seen on {where}.)"), "mutates",
                          mistake=m.key if m else "mutates_input", hint=False, case=i)
         if state == "raised":
             outcomes.append(("raised", value))
-            failures.append((i, f"Your function raised {_fmt_exc(value)} on {where}.{_explain_exc(value)}",
+            failures.append((i, tr(f"Your function raised {_fmt_exc(value)} on {where}.") + _explain_exc(value),
                              "raised"))
             continue
         got = value
         outcomes.append(("value", got))
         if got is None:
-            failures.append((i, f"Your function returned None on {where}. Did you forget the `return` "
-                             "statement (in every branch, e.g. with and without a mask)?", "none"))
+            failures.append((i, tr(f"Your function returned None on {where}. Did you forget the `return` "
+                                   "statement (in every branch, e.g. with and without a mask)?"), "none"))
             continue
         want = _to_numpy(ex.reference(*_snapshot(case.args), **_snapshot(case.kwargs)))
         same, why, problem = _compare(got, want, ex)
         if not same:
-            failures.append((i, f"Wrong result on {where}: {why}.", problem))
+            failures.append((i, tr(f"Wrong result on {where}: {why}."), problem))
     return outcomes, failures
 
 
@@ -599,10 +606,10 @@ def _diagnose(ex: Exercise, cases: list, outcomes: list, failures: list) -> Chec
     some_value = any(state == "value" for state, _ in outcomes)  # a mistake must match a value
     for m in ex.mistakes if some_value else ():
         if m.kind == "output" and _reproduces(m, outcomes, cases, ex):
-            return _fail(ex, f"{m.title}. {m.message}", "mistake", mistake=m.key, hint=False)
+            return _fail(ex, _mistake_text(m), "mistake", mistake=m.key, hint=False)
     i, msg, problem = failures[0]
-    tail = (f" {len(failures)} of {len(cases)} cases fail." if len(failures) > 1 else
-            f" The other {len(cases) - 1} cases pass." if len(cases) > 1 else "")
+    tail = (tr(f" {len(failures)} of {len(cases)} cases fail.") if len(failures) > 1 else
+            tr(f" The other {len(cases) - 1} cases pass.") if len(cases) > 1 else "")
     return _fail(ex, msg + tail, problem, case=i)
 
 
@@ -618,19 +625,19 @@ def _check_speed(ex: Exercise, worker, n: int) -> CheckResult | None:
     if out.printed:
         sys.stdout.write(out.printed)
     if out.forbidden:
-        return _forbidden_result(ex, out.forbidden, f"a larger input ({_shapes(c)})")
+        return _forbidden_result(ex, out.forbidden, tr(f"a larger input ({_shapes(c)})"))
     if out.status in ("timeout", "cpu") or (out.status == "ok" and out.cpu > ex.slow_limit):
         slow = next((m for m in ex.mistakes if m.kind == "slow"), None)
-        msg = (f"{slow.title}. {slow.message}" if slow else
-               "Correct, but far too slow: use array operations instead of Python loops over numbers.")
-        return _fail(ex, msg + f" (On inputs {_shapes(c)} it used over {ex.slow_limit:g} s of CPU time; the "
-                     "reference takes milliseconds.)" + _stuck_note(out), "slow",
+        msg = (_mistake_text(slow) if slow else
+               tr("Correct, but far too slow: use array operations instead of Python loops over numbers."))
+        return _fail(ex, msg + tr(f" (On inputs {_shapes(c)} it used over {ex.slow_limit:g} s of CPU time; the "
+                                  "reference takes milliseconds.)") + _stuck_note(out), "slow",
                      mistake=slow.key if slow else "too_slow", hint=False)
     if out.status == "crashed":
-        return _fail(ex, _crash_message(out, f"a larger input ({_shapes(c)})"), "crashed")
+        return _fail(ex, _crash_message(out, tr(f"a larger input ({_shapes(c)})")), "crashed")
     if out.status == "raised":
-        return _fail(ex, f"Your function passes the small cases but raised {_fmt_exc(out.value)} on a larger "
-                     f"input ({_shapes(c)}).{_explain_exc(out.value)}", "raised")
+        return _fail(ex, tr(f"Your function passes the small cases but raised {_fmt_exc(out.value)} on a larger "
+                            f"input ({_shapes(c)}).") + _explain_exc(out.value), "raised")
     return None
 
 
@@ -643,24 +650,24 @@ def _check_extra(ex: Exercise, worker, n: int) -> CheckResult | None:
     if out.printed:
         sys.stdout.write(out.printed)
     if out.forbidden:
-        return _forbidden_result(ex, out.forbidden, "the extra test's input")
+        return _forbidden_result(ex, out.forbidden, tr("the extra test's input"))
     if out.status in ("timeout", "cpu"):
-        return _fail(ex, "Your function is right on the small cases, but the extra test (which runs it on "
-                     f"a larger input) took longer than {limit:g} s, so the checker stopped it. Look for a "
-                     "loop that only ends for small inputs, or Python loops over single numbers."
+        return _fail(ex, tr("Your function is right on the small cases, but the extra test (which runs it on "
+                            f"a larger input) took longer than {limit:g} s, so the checker stopped it. Look for a "
+                            "loop that only ends for small inputs, or Python loops over single numbers.")
                      + _stuck_note(out), "timeout")
     if out.status == "crashed":
-        return _fail(ex, _crash_message(out, "the extra test's input"), "crashed")
+        return _fail(ex, _crash_message(out, tr("the extra test's input")), "crashed")
     if out.status == "raised":
-        return _fail(ex, f"The values are right, but an extra test failed: your function raised "
-                     f"{_fmt_exc(out.value)}.{_explain_exc(out.value)}", "extra")
+        return _fail(ex, tr(f"The values are right, but an extra test failed: your function raised "
+                            f"{_fmt_exc(out.value)}.") + _explain_exc(out.value), "extra")
     problem = out.value
     if not problem:
         return None
     m = next((m for m in ex.mistakes if m.key == problem), None)
     if m is not None:
-        return _fail(ex, f"{m.title}. {m.message}", "mistake", mistake=m.key, hint=False)
-    return _fail(ex, str(problem), "extra")
+        return _fail(ex, _mistake_text(m), "mistake", mistake=m.key, hint=False)
+    return _fail(ex, tr(str(problem)), "extra")
 
 
 def _run_limited(fn: Callable, args: tuple, kwargs: dict, limit: float):

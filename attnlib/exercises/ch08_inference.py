@@ -15,6 +15,7 @@ import contextlib
 import numpy as np
 
 from ._core import Case, Exercise, Mistake, register
+from ..i18n import N_
 
 __all__ = []  # exercises register themselves; nothing to import from here
 
@@ -135,7 +136,7 @@ register(Exercise(
                 "j <= i + S - L.",
                 fn=lambda L, S: np.ones((L, S), dtype=bool)),
         _library_mistake("calls_library", "causal_mask(..., align='lower_right')",
-                         "Build it from np.arange(L)[:, None] and np.arange(S)[None, :] instead.",
+                         N_("Build it from np.arange(L)[:, None] and np.arange(S)[None, :] instead."),
                          fn=lambda L, S: _al().causal_mask(L, S, align="lower_right")),
     ],
     hint="Write the condition for query i and key j first: at which of the S positions does "

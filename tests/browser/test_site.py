@@ -52,7 +52,8 @@ def discover_pages() -> list[str]:
 
 
 def chapter_pages() -> list[str]:
-    return [p for p in discover_pages() if p.startswith("chapters/")]
+    """The chapters of both editions (English, and Chinese under zh/)."""
+    return [p for p in discover_pages() if p.startswith(("chapters/", "zh/chapters/"))]
 
 
 PAGES = discover_pages()
@@ -156,10 +157,23 @@ def _read(path: str) -> str:
     return f.read_text(encoding="utf-8", errors="replace") if f.is_file() else ""
 
 
+def _verdicts(page) -> tuple[str, str]:
+    """The quiz's verdicts in the page's language: ("Correct.", "Not quite.") on the
+    English pages, their translations from attnlib's catalogue on the Chinese ones."""
+    if page.evaluate("() => document.documentElement.lang").lower().startswith("zh"):
+        from attnlib.i18n import catalogue
+        zh = catalogue("zh")
+        return zh.lookup("Correct."), zh.lookup("Not quite.")
+    return "Correct.", "Not quite."
+
+
 def check_quizzes(page) -> list[str]:
     """Click every choice of every quiz: each must reveal feedback that starts with the
-    right verdict and explains it. Then open every hidden answer (MyST dropdown)."""
+    right verdict and explains it (in Chinese on a Chinese page). Then open every hidden
+    answer (MyST dropdown)."""
     problems = []
+    right_word, wrong_word = _verdicts(page)
+    chinese = right_word != "Correct."
     quizzes = page.locator(".attnlib-quiz")
     for q in range(quizzes.count()):
         choices = quizzes.nth(q).locator("details.attnlib-quiz-choice")
@@ -180,10 +194,12 @@ def check_quizzes(page) -> list[str]:
             text = feedback.inner_text()
             right = "attnlib-quiz-right" in (choice.get_attribute("class") or "")
             n_right += right
-            verdict = "Correct." if right else "Not quite."
+            verdict = right_word if right else wrong_word
             if not (text.startswith(verdict) and len(text) > len(verdict) + 2):
                 problems.append(f"quiz {q + 1}, choice {c + 1}: feedback {text[:60]!r} should start "
                                 f"with {verdict!r} and explain")
+            elif chinese and not re.search(r"[\u4e00-\u9fff]", text[len(verdict):]):
+                problems.append(f"quiz {q + 1}, choice {c + 1}: feedback {text[:60]!r} is not in Chinese")
         if choices.count() and not n_right:
             problems.append(f"quiz {q + 1} has no correct choice")
     dropdowns = page.locator("details.sd-dropdown")
@@ -255,6 +271,9 @@ def _title_word(path: str) -> str | None:
     if not m:
         return None
     title = html.unescape(m.group(1)).split("\u2014")[0]  # "<page title> — <book title>"
+    if path.startswith("zh/"):  # a Chinese title: its longest run of Chinese characters
+        words = re.findall(r"[\u4e00-\u9fff]{2,}", title)
+        return max(words, key=len) if words else None
     words = re.findall(r"[A-Za-z]{4,}", title)
     return max(words, key=len).lower() if words else None
 
@@ -281,12 +300,15 @@ def test_screenshots_of_two_chapters(open_page, site):
     chapters = chapter_pages()
     if len(chapters) < 2:
         pytest.skip("fewer than two chapter pages")
-    # prefer chapters that show the most (math, figures, widgets)
-    chosen = sorted(chapters, key=lambda p: -len(_read(p)))[:2]
+    # prefer chapters that show the most (math, figures, widgets); and one Chinese page
+    english = [p for p in chapters if not p.startswith("zh/")]
+    chosen = sorted(english, key=lambda p: -len(_read(p)))[:2]
+    chosen += ["zh/" + chosen[0]] if "zh/" + chosen[0] in chapters else []
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     for path in sorted(chosen):
         page, log = open_page(path)
         _settle(page)
-        out = SCREENSHOTS / (pathlib.PurePosixPath(path).stem + ".png")
+        prefix = "zh-" if path.startswith("zh/") else ""
+        out = SCREENSHOTS / (prefix + pathlib.PurePosixPath(path).stem + ".png")
         page.screenshot(path=str(out), full_page=True)
         assert out.stat().st_size > 10_000, f"{out} looks empty"

@@ -1,0 +1,285 @@
+"""The Chinese edition's catalogues, and attnlib's language switch.
+
+Catalogues: ``locales/zh_CN/LC_MESSAGES/`` (the book's prose, one per page) and
+``attnlib/locales/zh_CN/LC_MESSAGES/`` (what attnlib and the chapters' code show). Every
+message is translated and none is fuzzy (``msgfmt --statistics``); the catalogues hold
+every message the current sources have (a changed chapter fails here, naming the new
+entries, until ``make update-po`` and a translation); translations keep maths, code,
+links and tags, and use the glossary's terms (``tools/i18n_check.py``, terms.yml).
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+
+import pytest
+import yaml
+
+import attnlib as al
+from attnlib import i18n
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import i18n_check  # noqa: E402
+import i18n_extract  # noqa: E402
+
+BOOK_PO = ROOT / "locales" / "zh_CN" / "LC_MESSAGES"
+CODE_PO = ROOT / "attnlib" / "locales" / "zh_CN" / "LC_MESSAGES"
+CATALOGUES = i18n_check.all_catalogues()
+
+
+def _id(path: pathlib.Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _toc_pages() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    pages = [toc["root"]]
+    for part in toc.get("parts", []):
+        pages += [c["file"] for c in part.get("chapters", [])]
+    return pages
+
+
+# ------------------------------------------------------------------ catalogues: complete
+
+def test_every_page_and_every_source_of_printed_text_has_a_catalogue():
+    missing = [p for p in _toc_pages() if not (BOOK_PO / f"{p}.po").is_file()]
+    assert not missing, f"pages without a Chinese catalogue: {missing}; run `make update-po`"
+    domains = i18n_extract.collect()
+    missing = [d for d in domains if not (CODE_PO / f"{d}.po").is_file()]
+    assert not missing, f"attnlib catalogues missing: {missing}; run `make update-po`"
+    assert len(domains) >= 17  # attnlib + 8 exercise modules + 8 chapters
+
+
+@pytest.mark.parametrize("po", CATALOGUES, ids=_id)
+def test_msgfmt_every_message_translated_none_fuzzy(po):
+    msgfmt = shutil.which("msgfmt")
+    if msgfmt is None:
+        pytest.fail("msgfmt not found: run `make gettext-tools` (Debian's gettext package)")
+    r = subprocess.run([msgfmt, "--check", "--statistics", "-o", os.devnull, str(po)],
+                       capture_output=True, text=True)
+    entries = i18n.read_po(po)
+    untranslated = [e["msgid"][:70] for e in entries if not e.get("msgstr")]
+    fuzzy = [e["msgid"][:70] for e in entries if "fuzzy" in e["flags"]]
+    assert r.returncode == 0, f"msgfmt --check failed on {_id(po)}:\n{r.stderr}"
+    stats = r.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"\d+ translated messages?\.", stats) and not untranslated and not fuzzy, (
+        f"{_id(po)}: msgfmt says {stats!r}\n  untranslated: {untranslated}\n  fuzzy: {fuzzy}\n"
+        "Translate them (README, 'Translating'); a fuzzy entry's English changed: review it and "
+        "delete its '#, fuzzy' line")
+
+
+@pytest.mark.parametrize("po", CATALOGUES, ids=_id)
+def test_translations_keep_maths_code_links_and_use_the_glossary(po):
+    problems = i18n_check.check_file(po)
+    assert not problems, "\n".join(problems)
+
+
+def _msgids(po: pathlib.Path) -> set[str]:
+    return {e["msgid"] for e in i18n.read_po(po)}
+
+
+def test_attnlib_catalogues_hold_every_message_the_code_shows():
+    """The messages extracted from attnlib and the chapters' code cells, now, are all in
+    the catalogues; and the catalogues hold nothing the code no longer shows."""
+    problems = []
+    for domain, messages in i18n_extract.collect().items():
+        po = CODE_PO / f"{domain}.po"
+        have = _msgids(po) if po.is_file() else set()
+        new = sorted(set(messages) - have)
+        stale = sorted(have - set(messages))
+        if new:
+            problems.append(f"{domain}.po lacks {len(new)} new messages, e.g. {new[:3]}")
+        if stale:
+            problems.append(f"{domain}.po has {len(stale)} messages the code no longer shows, e.g. {stale[:3]}")
+    assert not problems, "\n".join(problems) + "\nRun `make update-po` and translate the new entries."
+
+
+def test_book_catalogues_hold_every_paragraph_of_the_book(tmp_path):
+    """Sphinx's gettext builder on the current sources (notebooks not executed, ~15 s):
+    every message of every page is in that page's catalogue, and nothing obsolete is."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import editions
+
+    config = editions.derived_config(execute="off")
+    r = subprocess.run([editions.jupyter_book(), "build", str(ROOT), "--config", str(config),
+                        "--path-output", str(tmp_path), "--builder", "custom",
+                        "--custom-builder", "gettext", "-qq"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    pots = sorted((tmp_path / "_build" / "gettext").rglob("*.pot"))
+    assert pots
+    problems = []
+    for pot in pots:
+        page = pot.relative_to(tmp_path / "_build" / "gettext").with_suffix("")
+        po = BOOK_PO / f"{page}.po"
+        want, have = _msgids(pot), (_msgids(po) if po.is_file() else set())
+        if want - have:
+            problems.append(f"{page}.po lacks {len(want - have)} messages, e.g. {sorted(want - have)[:2]}")
+        if have - want:
+            problems.append(f"{page}.po has {len(have - want)} obsolete messages, e.g. {sorted(have - want)[:2]}")
+    assert not problems, "\n".join(problems) + "\nRun `make update-po` and translate the new entries."
+
+
+def test_the_terms_checked_are_the_glossarys():
+    glossary = (ROOT / "appendix" / "glossary.md").read_text(encoding="utf-8")
+    terms = i18n_check.load_terms()
+    not_in_glossary = {en: zh for en, zh in terms["require"].items()
+                       if not any(z in glossary for z in zh)}
+    assert not not_in_glossary, f"terms.yml uses Chinese terms the glossary does not have: {not_in_glossary}"
+    assert len(terms["require"]) >= 30
+
+
+def test_the_erratum_is_corrected_in_chinese():
+    """The seeds call attention 置换不变; the Chinese edition says 置换等变 wherever the
+    English says equivariant (chapter 5, the misconceptions page)."""
+    found = 0
+    for po in (BOOK_PO / "chapters" / "05_multihead.po", BOOK_PO / "appendix" / "misconceptions.po"):
+        for e in i18n.read_po(po):
+            if re.search(r"equivarian", e["msgid"], re.I):
+                found += 1
+                assert "等变" in e["msgstr"], e["msgstr"]
+    assert found >= 3
+
+
+def test_the_checker_catches_what_it_should():
+    """tools/i18n_check.py is not vacuous: it flags a changed formula, a lost code span, an
+    untranslated sentence, a wrong term and a forbidden variant."""
+    terms = i18n_check.load_terms()
+    good = {"msgid": "The causal mask hides keys $j > i$; see `al.causal_mask`.",
+            "msgstr": "因果掩码屏蔽 $j > i$ 的键；见 `al.causal_mask`。", "flags": set()}
+    assert i18n_check.check_entry(good, terms) == []
+    for bad in ("因果掩码屏蔽 $j>i$ 的键；见 `al.causal_mask`。",
+                "因果掩码屏蔽 $j > i$ 的键。",
+                "The causal mask hides keys $j > i$; see `al.causal_mask`.",
+                "因果遮罩屏蔽 $j > i$ 的键；见 `al.causal_mask`。",
+                "屏蔽 $j > i$ 的键；见 `al.causal_mask`。"):
+        assert i18n_check.check_entry(dict(good, msgstr=bad), terms), bad
+    assert i18n_check.check_entry(dict(good, flags={"fuzzy"}), terms)
+
+
+# ------------------------------------------------------------------ attnlib's language switch
+
+@pytest.fixture()
+def tiny_catalogue(tmp_path, monkeypatch):
+    """A Chinese catalogue of a few entries in place of the real one."""
+    folder = tmp_path / "zh_CN" / "LC_MESSAGES"
+    folder.mkdir(parents=True)
+    (folder / "t.po").write_text('''msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\\n"
+
+msgid "Not quite."
+msgstr "不对。"
+
+msgid "previous token"
+msgstr "前一个 token"
+
+#, python-brace-format
+msgid "head {i}: {name}"
+msgstr "头 {i}：{name}"
+
+#, fuzzy
+msgid "Correct."
+msgstr "对。"
+
+msgid "multi\\n"
+"line"
+msgstr "多\\n"
+"行"
+''', encoding="utf-8")
+    monkeypatch.setattr(i18n, "LOCALES", tmp_path)
+    i18n.reload()
+    yield
+    al.set_language("en")
+    i18n.reload()
+
+
+def test_english_is_the_text_itself():
+    al.set_language("en")
+    assert al.tr("Not quite.") == "Not quite." and al.get_language() == "en"
+
+
+def test_chinese_exact_template_and_nested_values(tiny_catalogue, monkeypatch):
+    monkeypatch.delenv("ATTNLIB_I18N_STRICT", raising=False)
+    al.set_language("zh")
+    assert al.tr("Not quite.") == "不对。"
+    assert al.tr("multi\nline") == "多\n行"
+    assert al.tr("head 3: previous token") == "头 3：前一个 token"   # template; value translated
+    assert al.tr("head 12: x") == "头 12：x"
+    assert al.tr("1.25 (3, 4)") == "1.25 (3, 4)"                    # nothing to translate
+
+
+def test_a_missing_or_fuzzy_translation_is_never_silent(tiny_catalogue, monkeypatch):
+    al.set_language("zh")
+    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "1")
+    with pytest.raises(i18n.MissingTranslation, match="Correct.*make gettext"):
+        al.tr("Correct.")                                            # fuzzy = not translated
+    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "0")
+    with pytest.warns(UserWarning, match="no 中文 translation of 'Something new'"):
+        assert al.tr("Something new") == "Something new"
+
+
+def test_unknown_language_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="'fr'.*'en', 'zh'"):
+        al.set_language("fr")
+    assert al.get_language() == "en"
+
+
+def test_language_from_the_environment():
+    code = "import attnlib as al; print(al.get_language(), al.tr('Not quite.'))"
+    env = dict(os.environ, ATTNLIB_LANG="zh_CN", ATTNLIB_I18N_STRICT="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    lang, text = out.stdout.split(maxsplit=1)
+    assert lang == "zh" and re.search(r"[\u4e00-\u9fff]", text), out.stdout
+
+
+def test_quiz_and_explorer_speak_chinese(monkeypatch):
+    """A quiz and an explorer of chapter 2, built in Chinese (strict): every word shown
+    comes from the catalogue, nothing is left in English."""
+    pytest.importorskip("ipywidgets")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "1")
+    al.set_language("zh")
+    try:
+        q = al.quiz.question("Suppose W_Q = W_K. Which statement is always true?", [
+            ("The score matrix QKᵀ is symmetric.", True, "QKᵀ = XWWᵀXᵀ, which is its own transpose."),
+            ("The weight matrix softmax(QKᵀ/√d_k) is symmetric.", False,
+             "The softmax divides each row by its own total, so A_ij ≠ A_ji in general. The chapter checks this."),
+        ])
+        page = q._repr_html_()
+        assert "Correct." not in page and "Not quite." not in page and "Question." not in page
+        assert re.search(r"[\u4e00-\u9fff]", q.prompt) and "QKᵀ" in page
+
+        def render(t):
+            fig, ax = plt.subplots(figsize=(2, 2))
+            ax.set_xlabel("key (token attended to)")
+            ax.set_ylabel("query (token attending)")
+            return fig
+        ex = al.widgets.explorer(render, [1, 2], description="query")
+        bundle = ex.still_bundle()
+        assert "Run this cell" not in bundle["text/plain"] and re.search(r"[\u4e00-\u9fff]", bundle["text/plain"])
+        fig = render(0)
+        fig.canvas.print_figure(__import__("io").BytesIO(), format="png")
+        assert re.search(r"[\u4e00-\u9fff]", fig.axes[0].get_xlabel())
+        plt.close("all")
+    finally:
+        al.set_language("en")
+
+
+def test_chinese_figures_have_a_cjk_font():
+    pytest.importorskip("matplotlib")
+    name = i18n.use_cjk_font()
+    assert name is not None, ("no CJK font for the Chinese figures: run `make fonts` "
+                              "(Debian's fonts-wqy-microhei)")
+    import matplotlib.pyplot as plt
+    from matplotlib import rcParams
+    rcParams.update(plt.rcParamsDefault)
