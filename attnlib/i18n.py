@@ -276,11 +276,15 @@ def use_cjk_font() -> str | None:
     from matplotlib import font_manager, rcParams
 
     installed = {f.name for f in font_manager.fontManager.ttflist}
+    if not installed & set(CJK_FONTS):  # installed after matplotlib cached its font list
+        font_manager.fontManager = font_manager._load_fontmanager(try_read_cache=False)
+        installed = {f.name for f in font_manager.fontManager.ttflist}
     for name in CJK_FONTS:
         if name in installed:
             rcParams["font.sans-serif"] = [name] + [f for f in rcParams["font.sans-serif"] if f != name]
-            rcParams["font.family"] = "sans-serif"
-            rcParams["axes.unicode_minus"] = False  # CJK fonts often lack U+2212
+            # a list, so that matplotlib falls back glyph by glyph: the CJK font for Chinese,
+            # DejaVu Sans (shipped with matplotlib) for symbols it lacks (ℒ, −, ‖)
+            rcParams["font.family"] = [name, "DejaVu Sans"]
             return name
     return None
 

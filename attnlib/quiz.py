@@ -32,8 +32,8 @@ def _without_verdict(feedback: str) -> str:
     """``feedback`` without a leading "Right." / "Correct:" / "No:" (the quiz already says
     "Correct." or "Not quite." before it), with its first letter capitalised."""
     rest = _VERDICT.sub("", feedback, count=1)
-    if not rest.strip():        # the feedback was only a verdict word: keep it
-        return feedback
+    if rest == feedback or not rest.strip():  # no verdict word, or nothing but one: keep it
+        return feedback                       # (never capitalise code or maths: "e^x", "torch.where")
     return rest[:1].upper() + rest[1:]
 
 

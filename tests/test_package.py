@@ -79,6 +79,9 @@ def test_wheel_metadata_is_complete(dist):
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
     assert "attnlib/__init__.py" in names and "attnlib/exercises/_core.py" in names
+    # the Chinese catalogues: al.set_language("zh") works wherever the wheel is installed
+    assert "attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po" in names
+    assert "attnlib/locales/zh_CN/LC_MESSAGES/exercises/ch02_qkv.po" in names
     assert any(n.endswith("licenses/LICENSE") for n in names), "the licence file is not in the wheel"
     assert not [n for n in names if n.startswith(("tests/", "chapters/", "benchmarks/"))]
 
@@ -89,6 +92,7 @@ def test_sdist_carries_the_package_and_not_the_course(dist):
     top = f"attnlib-{VERSION}"
     assert f"{top}/pyproject.toml" in names and f"{top}/LICENSE" in names
     assert f"{top}/attnlib/attention.py" in names
+    assert f"{top}/attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po" in names
     assert not [n for n in names if n.startswith((f"{top}/tests/", f"{top}/chapters/"))]
 
 
@@ -127,11 +131,19 @@ def test_wheel_installed_in_a_fresh_environment_runs_a_chapter(dist, tmp_path):
         print(result)
         assert result.passed
         print("attnlib", al.__name__, "from", al.__file__)
+
+        # in Chinese, from the catalogues inside the wheel (strict: nothing falls back)
+        al.set_language("zh")
+        wrong = al.exercises.check("softmax", lambda x, axis=-1: np.exp(x) / np.exp(x).sum(axis=axis, keepdims=True))
+        print(wrong)
+        assert not wrong.passed and wrong.mistake == "no_max_subtraction"
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in wrong.message), wrong.message
     """)
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["MPLBACKEND"] = "Agg"
+    env["ATTNLIB_I18N_STRICT"] = "1"
     run = subprocess.run([str(py), "-c", script, setup], cwd=work, env=env,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]

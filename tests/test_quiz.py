@@ -38,3 +38,14 @@ def test_text_form_lists_choices_without_the_answer():
 def test_question_without_a_correct_choice_is_refused():
     with pytest.raises(ValueError, match="correct choice"):
         al.quiz.question("Q?", [("a", False, "x"), ("b", False, "y")])
+
+
+def test_feedback_without_a_verdict_word_is_not_capitalised():
+    # "e^x", "torch.where", "tanh" are maths and code: capitalising them changes their meaning
+    q = al.quiz.question("Which?", [("a", True, "e^(x - c) / Σ e^(x_j - c) is the same."),
+                                    ("b", False, "torch.where stores −∞."),
+                                    ("c", False, "No: tanh is elementwise.")])
+    page = q._repr_html_()
+    assert "e^(x - c)" in page and "E^(x" not in page
+    assert "torch.where stores" in page and "Torch.where" not in page
+    assert "Tanh is elementwise" in page  # a verdict word was dropped: the rest starts the sentence

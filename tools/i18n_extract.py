@@ -150,9 +150,15 @@ def from_python(tree: ast.AST, *, package: bool, lines: list[str] = (),
             elif name == "Case" and "label" in kw:
                 add(kw["label"])
             elif name == "Exercise":
-                for key in ("prompt", "hint"):
-                    if key in kw:
-                        add(kw[key])
+                if "prompt" in kw:
+                    add(kw["prompt"])
+                hint = template(kw["hint"]) if "hint" in kw else None
+                if hint is not None:
+                    # what the checker shows of it: the sentences before any code
+                    from attnlib.exercises._core import shown_part_of_hint
+                    shown = shown_part_of_hint(hint.text)
+                    if shown:
+                        found.append((Template(shown, hint.fields), kw["hint"].lineno))
     return found
 
 

@@ -318,8 +318,16 @@ def _looks_like_code(text: str) -> bool:
 
 
 def displayed_hint(hint: str) -> str:
-    """The part of ``hint`` the checker shows: its sentences up to the first one that
-    looks like code (hints give the idea, never the solution)."""
+    """The part of ``hint`` the checker shows, in the current language: its sentences up
+    to the first one that looks like code (hints give the idea, never the solution)."""
+    shown = shown_part_of_hint(hint)
+    return tr(shown) if shown else tr(_GENERIC_HINT)
+
+
+def shown_part_of_hint(hint: str) -> str:
+    """The English sentences of ``hint`` before the first one that looks like code, or
+    ``""`` when that leaves too little (the generic hint is shown instead). The message
+    catalogue holds this part (tools/i18n_extract.py calls this function)."""
     shown = []
     for sentence in re.split(r"(?<=[.!?;:])\s+", (hint or "").strip()):
         if not sentence or _looks_like_code(sentence):
@@ -328,7 +336,7 @@ def displayed_hint(hint: str) -> str:
     while shown and shown[-1].endswith(":"):  # "For example:" only introduced the code
         shown.pop()
     text = " ".join(shown).rstrip(";:,")
-    return tr(text) if len(text) >= 12 else tr(_GENERIC_HINT)
+    return text if len(text) >= 12 else ""
 
 
 _GENERIC_HINT = ("Work through the first failing case by hand, on paper, and compare each step with the "  # i18n

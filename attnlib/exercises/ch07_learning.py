@@ -142,7 +142,7 @@ register(Exercise(
                 fn=lambda w, p: _diag_mean(w, -p, p)),
         Mistake("includes_first_copy", "Queries of the first copy included",
                 "Queries i < period have no earlier copy to look back to (their key i - period + 1 is the "
-                "query's own position or before the sequence). Score only the queries of the repeats, "
+                "first token or lies before the sequence). Score only the queries of the repeats, "
                 "i = period ... L - 1.",
                 fn=lambda w, p: _diag_mean(w, 1 - p, p - 1)),
         Mistake("diagonal", "The diagonal itself",

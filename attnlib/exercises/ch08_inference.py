@@ -118,21 +118,21 @@ register(Exercise(
                 "or invert yours with ~.",
                 fn=lambda L, S: ~_lower_right_reference(L, S)),
         Mistake("offset_sign", "The offset has the wrong sign",
-                "You shifted the diagonal by L - S instead of S - L, so it moved up instead of down: "
-                "the new queries see fewer cached keys than the old ones did. Query i is at position "
+                "You shifted the diagonal by L - S instead of S - L, so the boundary sits 2(S - L) keys "
+                "too early: every new query misses cached keys it should see. Query i is at position "
                 "i + (S - L) among the keys: use j <= i + S - L.",
                 fn=lambda L, S: np.arange(S)[None, :] <= np.arange(L)[:, None] + (L - S)),
         Mistake("square_rows", "The last L rows of the S x S causal mask: wrong when L > S",
                 "Taking the last L rows of the (S, S) causal mask is right whenever L <= S, but with "
                 "more queries than keys (L > S) there are only S rows to take and the shape comes out "
-                "(S, S). The condition j <= i + S - L holds for every L and S (with L > S the first "
+                "wrong (not (L, S)). The condition j <= i + S - L holds for every L and S (with L > S the first "
                 "L - S queries see no key at all): build the mask from it, or shift the diagonal of "
                 "an (L, S) array by S - L.",
                 fn=lambda L, S: np.tril(np.ones((S, S), dtype=bool))[-L:],
                 variants=(lambda L, S: np.tril(np.ones((S, S), dtype=bool))[S - L:],)),
         Mistake("no_mask", "Nothing is masked",
                 "Every entry is True. That is right only for one new query (L = 1); with several new "
-                "tokens (chunked prefill) each must still be hidden from the ones after it: use "
+                "tokens (chunked prefill) none of them may see the ones after it: use "
                 "j <= i + S - L.",
                 fn=lambda L, S: np.ones((L, S), dtype=bool)),
         _library_mistake("calls_library", "causal_mask(..., align='lower_right')",
