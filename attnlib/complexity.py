@@ -14,6 +14,7 @@ import time
 import tracemalloc
 
 import numpy as np
+from .i18n import N_
 
 __all__ = ["best_time", "best_times", "peak_memory", "fit_exponent", "score_matrix_bytes", "human_bytes",
            "attention_flops", "hbm_bytes_plain", "hbm_bytes_flash", "causal_tiles", "ring_timeline",
@@ -405,7 +406,7 @@ def tiled_loop_diagram(ax=None):
     # fast memory: the tiles of one step
     ax.add_patch(Rectangle((8.6, 0.2), 7.2, 6.2, fill=False, ls="--", lw=1, ec="grey"))
     ax.text(12.2, 6.55, "fast memory (SRAM): small", ha="center", fontsize=10)
-    boxes = [((9.0, 4.5), (3.1, 1.1), "Q$_i$  (B × d)\nkept for all j"),
+    boxes = [((9.0, 4.5), (3.1, 1.1), "Q$_i$  (B × d)\nkept for all j"),  # i18n
              ((9.0, 2.6), (3.1, 1.1), "K$_j$, V$_j$  (B × d)\nreplaced each step"),
              ((12.4, 4.5), (3.2, 1.1), "S = Q$_i$K$_j^T$/√d\n(B × B) tile"),
              ((12.4, 2.6), (3.2, 1.1), "running m, ℓ  (B)\nacc  (B × d)"),
@@ -419,7 +420,7 @@ def tiled_loop_diagram(ax=None):
                                      connectionstyle=style))
         ax.text(*where, label, fontsize=8, color="#444", ha="center")
 
-    arrow((col["Q"][0] + 1.0, col["Q"][1]), (9.0, 5.05), "once", (8.0, 4.95))
+    arrow((col["Q"][0] + 1.0, col["Q"][1]), (9.0, 5.05), N_("once"), (8.0, 4.95))
     arrow((col["V"][0] + 1.0, col["V"][1]), (9.0, 3.15), "one block per step, j = 0, 1, 2, …", (10.35, 2.2))
     arrow((10.4, 0.85), (col["O"][0] + 0.5, 1.3), "once", (5.0, 0.5), style="angle,angleA=180,angleB=90,rad=0")
     ax.set_title("One step of the tiled loop: only B × B scores exist at a time", fontsize=10)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 
 from .motivation import conv_reach, layers_to_connect
+from .i18n import N_
 
 __all__ = ["token_paths", "qkv_path"]
 
@@ -37,8 +38,8 @@ def token_paths(n: int = 8, kernel_size: int = 3):
     fig, axes = plt.subplots(1, 3, figsize=(9, 2.6), gridspec_kw={"width_ratios": [1, 1, 1]})
     # RNN: inputs below, states above, arrows along the states
     ax = axes[0]
-    _token_row(ax, 0, n, "input")
-    _token_row(ax, 1, n, "state")
+    _token_row(ax, 0, n, N_("input"))
+    _token_row(ax, 1, n, N_("state"))
     for t in range(n):
         ax.annotate("", (t, 0.75), (t, 0.25), arrowprops={"arrowstyle": "->", "lw": 0.8, "color": "gray"})
     for t in range(n - 1):
@@ -47,7 +48,7 @@ def token_paths(n: int = 8, kernel_size: int = 3):
     # CNN: what output n reads, layer by layer, from the top down
     ax = axes[1]
     for layer in range(m + 1):
-        _token_row(ax, layer, n, "input" if layer == 0 else f"layer {layer}")
+        _token_row(ax, layer, n, N_("input") if layer == 0 else N_(f"layer {layer}"))
     for layer in range(m, 0, -1):
         # positions of layer `layer` that output n depends on (reach from the right end)
         needed = conv_reach(n, m - layer, kernel_size, source=0)[::-1]   # mirrored: from n back
@@ -60,7 +61,7 @@ def token_paths(n: int = 8, kernel_size: int = 3):
     ax.set_title(f"CNN (k = {kernel_size}): {m} layers to reach token 1", fontsize=9)
     # attention: one layer, every input linked to output n
     ax = axes[2]
-    _token_row(ax, 0, n, "input")
+    _token_row(ax, 0, n, N_("input"))
     _token_row(ax, 1, n, "output")
     for s in range(n):
         ax.plot([n - 1, s], [1 - 0.22, 0.22], color="C2", lw=1.2 if s == 0 else 0.8)
@@ -99,19 +100,19 @@ def qkv_path():
     """
     fig, ax = plt.subplots(figsize=(8.5, 2.8))
     q_col, k_col, v_col = "#dbe9f6", "#fde2c8", "#d7f0d2"
-    _box(ax, (0, 1), "token $x_i$\n(1 × $d_{model}$)", "white")
+    _box(ax, (0, 1), N_("token $x_i$\n(1 × $d_{model}$)"), "white")
     rows = [(2, "$q_i = x_i W_Q$\n(1 × $d_k$)", q_col), (1, "$k_i = x_i W_K$\n(1 × $d_k$)", k_col),
             (0, "$v_i = x_i W_V$\n(1 × $d_v$)", v_col)]
     for y, text, colour in rows:
         _box(ax, (2.3, y), text, colour)
         _arrow(ax, (0.75, 1 + 0.25 * (y - 1)), (1.5, y))
-    _box(ax, (4.9, 2), "scores $q_i \\cdot k_j / \\sqrt{d_k}$\nfor every token $j$", q_col)
+    _box(ax, (4.9, 2), N_("scores $q_i \\cdot k_j / \\sqrt{d_k}$\nfor every token $j$"), q_col)
     _arrow(ax, (3.1, 2), (3.85, 2))
     _arrow(ax, (3.1, 1.05), (4.3, 1.6), dashed=True)
     ax.text(4.45, 1.2, "and every other token's key $k_j$", fontsize=8, color="gray")
-    _box(ax, (7.4, 2), "weights $A_{ij}$\n(softmax, sum 1)", q_col)
+    _box(ax, (7.4, 2), N_("weights $A_{ij}$\n(softmax, sum 1)"), q_col)
     _arrow(ax, (5.95, 2), (6.55, 2))
-    _box(ax, (7.4, 0), "$o_i = \\sum_j A_{ij} v_j$\n(1 × $d_v$)", v_col)
+    _box(ax, (7.4, 0), N_("$o_i = \\sum_j A_{ij} v_j$\n(1 × $d_v$)"), v_col)
     _arrow(ax, (7.4, 1.65), (7.4, 0.4))
     _arrow(ax, (3.1, 0), (6.5, 0), dashed=True)
     ax.text(4.8, 0.12, "and every other token's value $v_j$", fontsize=8, color="gray", ha="center")

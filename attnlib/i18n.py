@@ -130,22 +130,23 @@ class Catalogue:
 
     def __init__(self, lang: str):
         self.exact: dict[str, str] = {}
-        self.templates: list[tuple[re.Pattern, str]] = []
+        self.templates: list[tuple[re.Pattern, str, int]] = []
         folder = LOCALES / _LOCALE_DIRS[lang] / "LC_MESSAGES"
         for path in sorted(folder.rglob("*.po")):
             for e in read_po(path):
                 if not e.get("msgstr") or "fuzzy" in e["flags"]:
                     continue  # untranslated or needing review: treated as missing
                 if "python-brace-format" in e["flags"] and _FIELD.search(e["msgid"]):
-                    self.templates.append((_template_pattern(e["msgid"]), e["msgstr"]))
+                    literal = len(_FIELD.sub("", e["msgid"]))
+                    self.templates.append((_template_pattern(e["msgid"]), e["msgstr"], literal))
                 self.exact[e["msgid"]] = e["msgstr"]
-        # the most specific template first: more literal text, then fewer fields
-        self.templates.sort(key=lambda t: (-len(_FIELD.sub("", t[0].pattern)), t[0].pattern))
+        # the most specific template first: more literal text (fields left out), then fewer fields
+        self.templates.sort(key=lambda t: (-t[2], t[0].pattern))
 
     def lookup(self, text: str, depth: int = 0) -> str | None:
         if text in self.exact:
             return self.exact[text]
-        for pattern, msgstr in self.templates:
+        for pattern, msgstr, _literal in self.templates:
             m = pattern.fullmatch(text)
             if m:
                 values = {k: self._value(v, depth) for k, v in m.groupdict().items()}
@@ -209,8 +210,6 @@ def tr(text: str) -> str:
     lang = _state["lang"]
     if lang == "en" or not isinstance(text, str) or not re.search(r"[A-Za-z]{2}", text):
         return text
-    if _CJK.search(text):  # already translated (a message passed through tr() twice)
-        return text
     found = catalogue(lang).lookup(text)
     if found is not None:
         return found
@@ -226,6 +225,11 @@ def tr(text: str) -> str:
 
 def _(text: str) -> str:  # noqa: N802 - the conventional gettext marker inside attnlib
     return tr(text)
+
+
+def join_sentences(first: str, second: str) -> str:
+    """Two sentences as one text: ``"Title. Message"`` in English, ``"标题。消息"`` in Chinese."""
+    return f"{first}{'。' if _state['lang'] == 'zh' else '. '}{second}"
 
 
 def N_(text: str) -> str:  # noqa: N802 - gettext's "no-op" marker

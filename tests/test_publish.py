@@ -1,5 +1,6 @@
 """`make publish` against a local bare repository: the gh-pages branch holds the site
-(index, every page of the book, the vendored scripts, .nojekyll, sitemap, 404 page) and
+(index, every page of the book in English and under zh/ in Chinese, the vendored scripts,
+.nojekyll, sitemap, 404 page) and
 nothing of the source tree. Runs after the book is built (a site test)."""
 from __future__ import annotations
 
@@ -44,6 +45,14 @@ def test_gh_pages_holds_every_page_of_the_book(published):
     missing = [p for p in _toc_pages() if p not in files]
     assert not missing, f"pages missing from gh-pages: {missing}"
     for extra in (".nojekyll", "search.html", "404.html", "sitemap.xml", "_static/favicon.svg"):
+        assert extra in files, f"{extra} is not published"
+
+
+def test_gh_pages_holds_the_chinese_edition(published):
+    _, files = published
+    missing = [f"zh/{p}" for p in _toc_pages() if f"zh/{p}" not in files]
+    assert not missing, f"Chinese pages missing from gh-pages: {missing}"
+    for extra in ("zh/search.html", "zh/searchindex.js", "zh/_static/vendor/mathjax/tex-mml-chtml.js"):
         assert extra in files, f"{extra} is not published"
 
 

@@ -38,6 +38,8 @@ FIGURE_CALLS = {"set_title": 0, "suptitle": 0, "set_xlabel": 0, "set_ylabel": 0,
 TEXT_KEYWORDS = {"title", "label", "xlabel", "ylabel", "description"}
 LIST_KEYWORDS = {"labels"}
 # a phrase of words (not a colour, a format such as "o-", or a single data token)
+# a case label: words and values separated by spaces ("n = 10, kernel 3")
+_LABEL = re.compile(r"\s.*[A-Za-z]{3,}|[A-Za-z]{3,}.*\s")
 _PHRASE = re.compile(r"[A-Za-z]{2,}[^\n]*\s[^\n]*[A-Za-z]{2,}|[A-Za-z]{3,}.*[:=(]")
 
 
@@ -122,7 +124,7 @@ def from_python(tree: ast.AST, *, package: bool, lines: list[str] = (),
                     if id(sub) in skip or not isinstance(sub, (ast.Constant, ast.JoinedStr)):
                         continue
                     t = template(sub)
-                    if _worth(t) and _PHRASE.search(t.text):
+                    if _worth(t) and (_PHRASE.search(t.text) or _LABEL.search(t.text)):
                         found.append((t, sub.lineno))
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):

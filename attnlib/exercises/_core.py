@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..i18n import _, tr
+from ..i18n import N_, _, join_sentences, tr
 from ._compare import _compare, _kind_of_value, _same_input, _shapes, _snapshot, _to_numpy, _tolerance_note
 from ._running import _STUCK, Outcome, Raised, _Tee, _Timeout, fork_unsafe_reason, session
 
@@ -364,7 +364,7 @@ def _signature_problem(fn: Callable, case: Case, ex: Exercise) -> str:
                           + [f"{k}=..." for k in case.kwargs])
         fname = getattr(fn, "__name__", "fn")
         return tr(f"Your function cannot be called the way the checker calls it, {fname}({shown}): {exc}. "
-                  f"Keep the stub's signature: `{ex.signature()}`")
+                  f"Keep the stub's signature: `{ex.signature()}`.")
     return ""
 
 
@@ -431,7 +431,7 @@ def check_solution(name: str, fn: Callable) -> CheckResult:
 
 def _mistake_text(m: Mistake) -> str:
     """A catalogued mistake as the checker reports it: its title, then its message."""
-    return _("{title}. {message}").format(title=tr(m.title), message=tr(m.message))
+    return join_sentences(tr(m.title), tr(m.message))
 
 
 def _fail(ex: Exercise, message: str, problem: str, *, mistake: str | None = None,
@@ -443,8 +443,9 @@ def _fail(ex: Exercise, message: str, problem: str, *, mistake: str | None = Non
 def _stuck_note(out: Outcome) -> str:
     if not (out.stuck or _STUCK):
         return ""
+    reason = tr(fork_unsafe_reason() or N_("fork is unavailable"))
     return tr(" It is still running in the background: the checker runs your function in a thread here "
-              f"(because {fork_unsafe_reason() or 'fork is unavailable'}), and a thread cannot be stopped "
+              f"(because {reason}), and a thread cannot be stopped "
               "inside a long NumPy/C call or a sleep (until that call returns) or in a loop that catches "
               "every exception (a bare `except:`). If the notebook gets slow, restart the kernel.")
 
@@ -497,7 +498,7 @@ def _check(name: str, fn: Callable) -> CheckResult:
     for case in cases:
         problem = _signature_problem(fn, case, ex)
         if problem:
-            return _fail(ex, problem + ".", "signature", hint=False)
+            return _fail(ex, problem, "signature", hint=False)
     tasks = [_case_task(fn, c) for c in cases] + [_perf_task(ex, fn), _extra_task(ex, fn)]
     with session(tasks, ex.shortcuts(), fn) as worker:
         found = _run_cases(ex, cases, worker)
@@ -514,9 +515,9 @@ def _check(name: str, fn: Callable) -> CheckResult:
     note = ""
     for state, got in outcomes:
         note = note or (_tolerance_note(got, ex) if state == "value" else "")
-    return CheckResult(name, "passed", tr(f"All {len(cases)} cases match the reference")
-                       + (tr(" and it is fast enough") if ex.perf_case is not None else "")
-                       + note + tr("."),
+    fast = _(" and it is fast enough") if ex.perf_case is not None else ""
+    return CheckResult(name, "passed", _("All {n} cases match the reference{fast}{note}.").format(
+                           n=len(cases), fast=fast, note=note),
                        details={"problem": None})
 
 

@@ -43,6 +43,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..i18n import N_
+
 __all__ = ["session", "Raised", "Opaque", "Outcome", "Watch", "fork_unsafe_reason"]
 
 
@@ -364,16 +366,16 @@ def fork_unsafe_reason() -> str | None:
     if os.environ.get("ATTNLIB_CHECK_WORKER", "").lower() == "thread":
         return "ATTNLIB_CHECK_WORKER=thread"
     if not hasattr(os, "fork"):
-        return "this platform has no fork"
+        return N_("this platform has no fork")
     if sys.platform == "darwin":
-        return "macOS system libraries are not fork-safe"
+        return N_("macOS system libraries are not fork-safe")
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
             if torch.cuda.is_initialized():
-                return "CUDA is initialised in this process (a forked child cannot use it)"
+                return N_("CUDA is initialised in this process (a forked child cannot use it)")
         except Exception:  # noqa: BLE001 - an odd torch build: do not guess
-            return "torch.cuda could not say whether CUDA is initialised"
+            return N_("torch.cuda could not say whether CUDA is initialised")
     return None
 
 
