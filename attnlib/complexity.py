@@ -421,7 +421,7 @@ def tiled_loop_diagram(ax=None):
         ax.text(*where, label, fontsize=8, color="#444", ha="center")
 
     arrow((col["Q"][0] + 1.0, col["Q"][1]), (9.0, 5.05), N_("once"), (8.0, 4.95))
-    arrow((col["V"][0] + 1.0, col["V"][1]), (9.0, 3.15), "one block per step, j = 0, 1, 2, …", (10.35, 2.2))
+    arrow((col["V"][0] + 1.0, col["V"][1]), (9.0, 3.15), N_("one block per step, j = 0, 1, 2, …"), (10.35, 2.2))
     arrow((10.4, 0.85), (col["O"][0] + 0.5, 1.3), "once", (5.0, 0.5), style="angle,angleA=180,angleB=90,rad=0")
     ax.set_title("One step of the tiled loop: only B × B scores exist at a time", fontsize=10)
     return ax.figure

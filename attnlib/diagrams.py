@@ -62,7 +62,7 @@ def token_paths(n: int = 8, kernel_size: int = 3):
     # attention: one layer, every input linked to output n
     ax = axes[2]
     _token_row(ax, 0, n, N_("input"))
-    _token_row(ax, 1, n, "output")
+    _token_row(ax, 1, n, N_("output"))
     for s in range(n):
         ax.plot([n - 1, s], [1 - 0.22, 0.22], color="C2", lw=1.2 if s == 0 else 0.8)
     ax.set_title("attention: 1 layer, a direct line", fontsize=9)

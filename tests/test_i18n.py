@@ -283,3 +283,41 @@ def test_chinese_figures_have_a_cjk_font():
     import matplotlib.pyplot as plt
     from matplotlib import rcParams
     rcParams.update(plt.rcParamsDefault)
+
+
+# ------------------------------------------------------------------ the extractor
+
+def test_extractor_finds_figure_quiz_and_marked_text_in_a_cell():
+    cell = '''
+names = ["previous token", "uniform"]  # i18n
+fig, ax = plt.subplots()
+ax.set_title(f"head {i}: {names[i]}", fontsize=9)
+ax.plot(x, y, "o-", color="C1", label="fitted slope")
+al.quiz.question("Why?", [("Because.", True, "It is so."), ("No", False, "Not so.")])
+print("printed text is not collected")
+'''
+    found = {t.text: t.fields for t, _ in i18n_extract.from_notebook_cell(cell)}
+    assert found == {"previous token": False, "uniform": False, "head {i}: {names_i}": True,
+                     "fitted slope": False, "Why?": False, "Because.": False, "It is so.": False, "No": False,
+                     "Not so.": False}, found
+
+
+def test_a_more_specific_template_wins(tiny_catalogue, monkeypatch):
+    """"expected {a}, got a single number" must beat "expected {a}, got {b}"."""
+    folder = i18n.LOCALES / "zh_CN" / "LC_MESSAGES"
+    (folder / "u.po").write_text('''msgid ""
+msgstr ""
+
+#, python-brace-format
+msgid "expected {want}, got {got}"
+msgstr "应为 {want}，得到 {got}"
+
+#, python-brace-format
+msgid "expected {want}, got a single number"
+msgstr "应为 {want}，得到的却是单个数"
+''', encoding="utf-8")
+    i18n.reload()
+    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "1")
+    al.set_language("zh")
+    assert al.tr("expected (3, 4), got a single number") == "应为 (3, 4)，得到的却是单个数"
+    assert al.tr("expected (3, 4), got (4, 3)") == "应为 (3, 4)，得到 (4, 3)"

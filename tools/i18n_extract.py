@@ -126,16 +126,17 @@ def from_python(tree: ast.AST, *, package: bool, lines: list[str] = (),
                     t = template(sub)
                     if _worth(t) and (_PHRASE.search(t.text) or _LABEL.search(t.text)):
                         found.append((t, sub.lineno))
+    # _("... {name} ...").format(name=...): the marked call is the receiver of .format
+    formatted = {id(n.func.value) for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == "format"}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             name = _call_name(node)
             kw = {k.arg: k.value for k in node.keywords if k.arg}
             if name in MARKERS and node.args:
                 t = template(node.args[0])
-                parent_format = False
                 if t is not None and not t.fields:
-                    parent_format = bool(re.search(r"\{[A-Za-z_]\w*\}", t.text))
-                    t.fields = parent_format
+                    t.fields = id(node) in formatted
                 if _worth(t):
                     found.append((t, node.args[0].lineno))
             if not package:

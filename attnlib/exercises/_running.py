@@ -364,7 +364,7 @@ def _execute(task: Callable, watch: Watch | None, cpu_clock: Callable[[], float]
 def fork_unsafe_reason() -> str | None:
     """Why the checker must use threads here (None: a forked worker is safe)."""
     if os.environ.get("ATTNLIB_CHECK_WORKER", "").lower() == "thread":
-        return "ATTNLIB_CHECK_WORKER=thread"
+        return N_("ATTNLIB_CHECK_WORKER=thread is set")
     if not hasattr(os, "fork"):
         return N_("this platform has no fork")
     if sys.platform == "darwin":

@@ -132,7 +132,7 @@ register(Exercise(
                 variants=(lambda L, S: np.tril(np.ones((S, S), dtype=bool))[S - L:],)),
         Mistake("no_mask", "Nothing is masked",
                 "Every entry is True. That is right only for one new query (L = 1); with several new "
-                "tokens (chunked prefill) none of them may see the ones after it: use "
+                "tokens (chunked prefill) none of them may see the tokens after it: use "
                 "j <= i + S - L.",
                 fn=lambda L, S: np.ones((L, S), dtype=bool)),
         _library_mistake("calls_library", "causal_mask(..., align='lower_right')",
