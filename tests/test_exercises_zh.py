@@ -25,7 +25,9 @@ NAMES = sorted(EXERCISES)
 MISTAKES = [pytest.param(n, m.key, id=f"{n}-{m.key}") for n in NAMES for m in EXERCISES[n].mistakes
             if m.kind == "output"]
 CJK = re.compile(r"[\u4e00-\u9fff]")
-CODE = re.compile(r"`[^`]*`|\b\w+(?:\.\w+)*\([^()]*\)|\b\w+\s*=\s*\S+|\([^()]*\)|'[^']*'|\"[^\"]*\"")
+# code, calls, quoted values, and Python's own exception text ("RecursionError: maximum
+# recursion depth exceeded"), which stays as Python wrote it
+CODE = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::[^。；]*)?|`[^`]*`|\b\w+(?:\.\w+)*\([^()]*\)|\b\w+\s*=\s*\S+|\([^()]*\)|'[^']*'|\"[^\"]*\"")
 ENGLISH_RUN = re.compile(r"\b[A-Za-z]{2,}(?:[ ,]+[A-Za-z]{2,}){3,}\b")  # four English words in a row
 
 

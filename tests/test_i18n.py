@@ -140,7 +140,7 @@ def test_the_erratum_is_corrected_in_chinese():
     found = 0
     for po in (BOOK_PO / "chapters" / "05_multihead.po", BOOK_PO / "appendix" / "misconceptions.po"):
         for e in i18n.read_po(po):
-            if re.search(r"equivarian", e["msgid"], re.I):
+            if re.search(r"equivarian", i18n_check.prose(e["msgid"]), re.I):  # not in a link target
                 found += 1
                 assert "等变" in e["msgstr"], e["msgstr"]
     assert found >= 3
