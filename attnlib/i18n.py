@@ -262,12 +262,23 @@ def _figure_texts(fig):
 
 
 def translate_figure(fig) -> None:
-    """Translate, in place, every worded text of ``fig`` (see :func:`_figure_texts`)."""
+    """Translate, in place, every worded text of ``fig`` (see :func:`_figure_texts`), and
+    the fixed tick labels that are catalogued (bar names; tick labels that are data, such
+    as the tokens of an example sentence, stay as they are)."""
+    from matplotlib.ticker import FixedFormatter
+
     for text in _figure_texts(fig):
         s = text.get_text()
         if s and not getattr(text, "_attnlib_translated", False):
             text.set_text(tr(s))
             text._attnlib_translated = True
+    known = catalogue(_state["lang"]).lookup
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            fmt = axis.get_major_formatter()
+            if isinstance(fmt, FixedFormatter) and not getattr(fmt, "_attnlib_translated", False):
+                fmt.seq = [known(str(s)) or s for s in fmt.seq]
+                fmt._attnlib_translated = True
 
 
 def use_cjk_font() -> str | None:

@@ -150,6 +150,9 @@ def build_zh(extra: list[str]) -> int:
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(work / "_build" / "html", target)
+    # GitHub Pages serves the site's root 404.html for every missing address, zh/ included;
+    # a second one under zh/ would never be served (and its absolute links are the root's)
+    (target / "404.html").unlink(missing_ok=True)
     print(f"\nThe Chinese edition is in {target.relative_to(ROOT)}/")
     return 0
 

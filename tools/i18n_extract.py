@@ -189,6 +189,9 @@ def from_notebook_cell(source: str) -> list[tuple[Template, int]]:
                         add(choice.elts[2])
             if name in FIGURE_CALLS and len(node.args) > FIGURE_CALLS[name]:
                 add(node.args[FIGURE_CALLS[name]])
+            if name == "LivePlot" and len(node.args) > 1:  # train.LivePlot(keys, labels)
+                for elt in getattr(node.args[1], "elts", []):
+                    add(elt)
             for key in TEXT_KEYWORDS & kw.keys():
                 add(kw[key])
             for key in LIST_KEYWORDS & kw.keys():
@@ -196,8 +199,9 @@ def from_notebook_cell(source: str) -> list[tuple[Template, int]]:
                     add(elt)
     for sub in _marked_assignments(tree, lines):
         add(sub)
-    if any(_call_name(n) in FIGURE_CALLS or _call_name(n) == "explorer" for n in ast.walk(tree)
-           if isinstance(n, ast.Call)):
+    draws = FIGURE_CALLS.keys() | {"explorer", "subplots", "figure", "bars", "heatmap", "LivePlot"}
+    if any(_call_name(n) in draws or TEXT_KEYWORDS & {k.arg for k in n.keywords}
+           for n in ast.walk(tree) if isinstance(n, ast.Call)):
         # a cell that draws or explores: phrases it keeps in lists, tuples and dicts (panel
         # names, legend entries) end up in its figures
         for node in ast.walk(tree):

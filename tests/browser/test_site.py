@@ -45,7 +45,7 @@ def discover_pages() -> list[str]:
         rel = p.relative_to(SITE)
         # search.html has its own test; 404.html links absolutely to the published path
         # and is tested served under it (tests/browser/test_publishing_site.py)
-        if rel.parts[0] in SKIP_DIRS or rel.name in ("search.html", "404.html"):
+        if SKIP_DIRS & set(rel.parts) or rel.name in ("search.html", "404.html"):
             continue
         pages.append(rel.as_posix())
     return pages

@@ -14,6 +14,12 @@ extension adds what Sphinx does not do by itself:
 - **The API reference stays in English**: docstrings are the code's documentation, the
   same text ``help()`` shows in a notebook, so the entries that autodoc generates are not
   offered for translation (the page's own prose is).
+- **Raw HTML blocks** (the ``<details><summary>Answer</summary>`` of a hidden answer) are
+  translated here, by looking the block up in the page's catalogue. Sphinx's own
+  translation of raw nodes (``gettext_additional_targets = ["raw"]``) re-parses them as
+  reStructuredText literal blocks (``::``), which MyST pages render as a stray "::"; so the
+  setting is used only to *extract* the blocks (``make gettext``) and switched off for the
+  HTML build.
 - **Text that attnlib generates at build time** (the mistake catalogue of the
   misconceptions page) is rendered in the edition's language:
   :func:`attnlib.i18n.set_language` is called with it.
@@ -26,7 +32,9 @@ from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
+from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
+from sphinx.util.i18n import docname_to_domain
 
 # language code -> (path of the edition under the site's root, label of the link to it)
 EDITIONS = {
@@ -75,6 +83,37 @@ class KeepApiInEnglish(SphinxTransform):
                 node["translatable"] = False
 
 
+class TranslateRawHtml(SphinxTransform):
+    """Replace each raw HTML block by its translation from the page's catalogue."""
+
+    default_priority = 21  # just after Sphinx's Locale transform
+
+    def apply(self, **kwargs) -> None:
+        if edition(self.config.language) == "en" or not self.config.locale_dirs:
+            return
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        dirs = [str(pathlib.Path(self.env.srcdir) / d) for d in self.config.locale_dirs]
+        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        if not has_catalog:
+            return
+        for node in list(self.document.findall(nodes.raw)):
+            if "html" not in node.get("format", "").split():
+                continue
+            source = node.astext()
+            msgstr = catalog.gettext(source)
+            if msgstr and msgstr != source:
+                node.replace(node.children[0], nodes.Text(msgstr)) if node.children else node.append(nodes.Text(msgstr))
+                node.rawsource = msgstr
+
+
+def extract_raw_only_for_gettext(app: Sphinx) -> None:
+    """``gettext_additional_targets = ["raw"]`` for ``make gettext``; off otherwise (see
+    :class:`TranslateRawHtml`)."""
+    if app.builder.name != "gettext" and "raw" in app.config.gettext_additional_targets:
+        app.config.gettext_additional_targets = [t for t in app.config.gettext_additional_targets
+                                                 if t != "raw"]
+
+
 def per_edition_addresses(app: Sphinx, config: Config) -> None:
     if edition(config.language) != "zh_CN":
         return
@@ -114,6 +153,8 @@ def page_context(app: Sphinx, pagename: str, templatename: str, context: dict, d
 
 def setup(app: Sphinx) -> dict:
     app.add_transform(KeepApiInEnglish)
+    app.add_transform(TranslateRawHtml)
+    app.connect("builder-inited", extract_raw_only_for_gettext)
     app.connect("config-inited", per_edition_addresses, priority=110)  # after attnlib_publish
     app.connect("config-inited", header_link)
     app.connect("config-inited", set_attnlib_language)
