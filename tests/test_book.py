@@ -403,7 +403,7 @@ def test_chinese_mistake_catalogue_lists_every_known_mistake():
     import attnlib.i18n as i18n
     zh = i18n.catalogue("zh")
     # Sphinx's smart quotes turn ' into ’ in the page
-    norm = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+    norm = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2026": "..."})
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8"))).split())
     text = text.translate(norm)
     exercises = importlib.import_module("attnlib.exercises").EXERCISES

@@ -34,6 +34,7 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
+from sphinx.util import logging
 from sphinx.util.i18n import docname_to_domain
 
 # language code -> (path of the edition under the site's root, label of the link to it)
@@ -42,6 +43,7 @@ EDITIONS = {
     "zh_CN": ("zh/", "中文"),
 }
 TEMPLATES = pathlib.Path(__file__).parent / "templates"
+logger = logging.getLogger(__name__)
 
 
 def edition(language: str | None) -> str:
@@ -106,6 +108,21 @@ class TranslateRawHtml(SphinxTransform):
                 node.rawsource = msgstr
 
 
+def untranslated_outputs(app: Sphinx, doctree) -> None:
+    """Warn (an error under ``-W``) about a notebook output that says attnlib found no
+    translation: a ``MissingTranslation`` raised while a figure was flushed after its cell
+    does not stop the notebook, but it shows in the output."""
+    if edition(app.config.language) == "en":
+        return
+    for node in doctree.findall(nodes.Text):
+        text = node.astext()
+        if "MissingTranslation" in text or "translation of" in text and "showing the English" in text:
+            line = next((s for s in text.splitlines() if "translation of" in s), text[:200])
+            logger.warning(f"untranslated text in an output: {line.strip()[:300]}",
+                           location=(app.env.docname, node.parent.line if node.parent else None))
+            return
+
+
 def extract_raw_only_for_gettext(app: Sphinx) -> None:
     """``gettext_additional_targets = ["raw"]`` for ``make gettext``; off otherwise (see
     :class:`TranslateRawHtml`)."""
@@ -155,6 +172,7 @@ def setup(app: Sphinx) -> dict:
     app.add_transform(KeepApiInEnglish)
     app.add_transform(TranslateRawHtml)
     app.connect("builder-inited", extract_raw_only_for_gettext)
+    app.connect("doctree-read", untranslated_outputs)
     app.connect("config-inited", per_edition_addresses, priority=110)  # after attnlib_publish
     app.connect("config-inited", header_link)
     app.connect("config-inited", set_attnlib_language)
