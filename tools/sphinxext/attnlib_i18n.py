@@ -20,6 +20,8 @@ extension adds what Sphinx does not do by itself:
   reStructuredText literal blocks (``::``), which MyST pages render as a stray "::"; so the
   setting is used only to *extract* the blocks (``make gettext``) and switched off for the
   HTML build.
+- **Search** in Chinese: a query typed without spaces is cut into the words of the index
+  (``site_assets/attnlib-search-zh.js``).
 - **Text that attnlib generates at build time** (the mistake catalogue of the
   misconceptions page) is rendered in the edition's language:
   :func:`attnlib.i18n.set_language` is called with it.
@@ -152,6 +154,13 @@ def header_link(app: Sphinx, config: Config) -> None:
         options["article_header_end"] = ["attnlib-edition-switch.html"] + end
 
 
+def chinese_search(app: Sphinx) -> None:
+    """The Chinese edition's query splitter (site_assets/attnlib-search-zh.js): a phrase
+    typed without spaces is cut into the words the search index holds."""
+    if edition(app.config.language) == "zh_CN" and app.builder.format == "html":
+        app.add_js_file("attnlib-search-zh.js", priority=150)  # before searchtools.js
+
+
 def set_attnlib_language(app: Sphinx, config: Config) -> None:
     import attnlib.i18n
 
@@ -173,6 +182,7 @@ def setup(app: Sphinx) -> dict:
     app.add_transform(TranslateRawHtml)
     app.connect("builder-inited", extract_raw_only_for_gettext)
     app.connect("doctree-read", untranslated_outputs)
+    app.connect("builder-inited", chinese_search)
     app.connect("config-inited", per_edition_addresses, priority=110)  # after attnlib_publish
     app.connect("config-inited", header_link)
     app.connect("config-inited", set_attnlib_language)
