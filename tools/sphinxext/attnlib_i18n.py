@@ -116,12 +116,12 @@ def untranslated_outputs(app: Sphinx, doctree) -> None:
     does not stop the notebook, but it shows in the output."""
     if edition(app.config.language) == "en":
         return
-    for node in doctree.findall(nodes.Text):
-        text = node.astext()
-        if "MissingTranslation" in text or "translation of" in text and "showing the English" in text:
+    for output in doctree.findall(lambda n: isinstance(n, nodes.Element) and "cell_output" in n.get("classes", [])):
+        text = output.astext()
+        if "no 中文 translation of" in text:
             line = next((s for s in text.splitlines() if "translation of" in s), text[:200])
             logger.warning(f"untranslated text in an output: {line.strip()[:300]}",
-                           location=(app.env.docname, node.parent.line if node.parent else None))
+                           location=(app.env.docname, output.line))
             return
 
 
