@@ -285,11 +285,18 @@ def test_search_finds_each_chapter(open_page, site, path):
     word = _title_word(path)
     if word is None:
         pytest.skip(f"{path} has no title word to search for")
-    page, log = open_page(f"search.html?q={urllib.parse.quote(word)}")
+    edition = "zh/" if path.startswith("zh/") else ""  # each edition has its own search page
+    page, log = open_page(f"{edition}search.html?q={urllib.parse.quote(word)}")
     results = page.locator("#search-results li a")
-    # Sphinx adds results one by one, then writes a summary line
-    page.wait_for_function("() => /search finished|did not match/i.test("
-                           "document.querySelector('#search-results')?.textContent || '')", timeout=20000)
+    # Sphinx writes its summary line ("... found 46 page(s) ...", in the page's language)
+    # when it has queued every result; a page result appears once its page is fetched, so
+    # wait until as many results as the summary counts are shown
+    page.wait_for_function("""() => {
+        const summary = (document.querySelector('#search-results .search-summary')?.textContent || '').trim();
+        if (!summary) return false;
+        const count = summary.match(/\\d+/);
+        return !count || document.querySelectorAll('#search-results li').length >= Number(count[0]);
+    }""", timeout=20000)
     hrefs = [results.nth(i).get_attribute("href") or "" for i in range(results.count())]
     stem = pathlib.PurePosixPath(path).stem
     assert any(stem in h for h in hrefs), f"searching {word!r} did not find {path}; results: {hrefs[:10]}"
