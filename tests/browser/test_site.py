@@ -319,3 +319,27 @@ def test_screenshots_of_two_chapters(open_page, site):
         out = SCREENSHOTS / (prefix + pathlib.PurePosixPath(path).stem + ".png")
         page.screenshot(path=str(out), full_page=True)
         assert out.stat().st_size > 10_000, f"{out} looks empty"
+
+
+@pytest.mark.parametrize("path", ["chapters/02_qkv.html", "zh/chapters/02_qkv.html"])
+def test_header_link_opens_the_same_page_in_the_other_edition(open_page, site, path):
+    """The 中文 / English link sits on the row of header buttons and leads to the same page
+    of the other edition."""
+    if not (SITE / path).is_file():
+        pytest.fail(f"{path} was not built (`make book` builds both editions)")
+    page, log = open_page(path)
+    _settle(page)
+    link = page.locator("a.attnlib-edition-switch")
+    assert link.count() == 1 and link.is_visible()
+    row = page.locator(".article-header-buttons").bounding_box()
+    box = link.bounding_box()
+    assert abs((box["y"] + box["height"] / 2) - (row["y"] + row["height"] / 2)) < row["height"] / 2, \
+        f"the edition link is not on the buttons' row: {box} vs {row}"
+    expected = "English" if path.startswith("zh/") else "中文"
+    assert link.inner_text().strip() == expected
+    link.click()
+    page.wait_for_load_state("load")
+    other = path[3:] if path.startswith("zh/") else "zh/" + path
+    assert page.url.endswith("/" + other), page.url
+    assert page.evaluate("() => document.documentElement.lang").lower().startswith("en" if path.startswith("zh/") else "zh")
+    assert not log.problems(), "; ".join(log.problems())

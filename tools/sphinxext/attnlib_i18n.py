@@ -145,6 +145,11 @@ def per_edition_addresses(app: Sphinx, config: Config) -> None:
         config.notfound_urls_prefix = config.notfound_urls_prefix.rstrip("/") + "/" + path
 
 
+def header_link_style(app: Sphinx) -> None:
+    if app.builder.format == "html":
+        app.add_css_file("attnlib-edition.css")  # site_assets/: the link on the buttons' row
+
+
 def header_link(app: Sphinx, config: Config) -> None:
     config.templates_path = [str(TEMPLATES)] + list(config.templates_path or [])
     options = config.html_theme_options
@@ -183,6 +188,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", extract_raw_only_for_gettext)
     app.connect("doctree-read", untranslated_outputs)
     app.connect("builder-inited", chinese_search)
+    app.connect("builder-inited", header_link_style)
     app.connect("config-inited", per_edition_addresses, priority=110)  # after attnlib_publish
     app.connect("config-inited", header_link)
     app.connect("config-inited", set_attnlib_language)
