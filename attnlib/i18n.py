@@ -269,16 +269,19 @@ def translate_figure(fig) -> None:
 
     for text in _figure_texts(fig):
         s = text.get_text()
-        if s and not getattr(text, "_attnlib_translated", False):
-            text.set_text(tr(s))
-            text._attnlib_translated = True
+        # an axis label survives ax.clear(): translate whatever it says now, unless it is
+        # the translation this function put there
+        if s and getattr(text, "_attnlib_shown", None) != s:
+            shown = tr(s)
+            text.set_text(shown)
+            text._attnlib_shown = shown
     known = catalogue(_state["lang"]).lookup
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             fmt = axis.get_major_formatter()
-            if isinstance(fmt, FixedFormatter) and not getattr(fmt, "_attnlib_translated", False):
+            if isinstance(fmt, FixedFormatter) and getattr(fmt, "_attnlib_shown", None) != list(fmt.seq):
                 fmt.seq = [known(str(s)) or s for s in fmt.seq]
-                fmt._attnlib_translated = True
+                fmt._attnlib_shown = list(fmt.seq)
 
 
 def use_cjk_font() -> str | None:

@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from .i18n import N_
+
 __all__ = ["repeated_blocks", "lm_pair", "previous_token_task", "train", "History", "LivePlot",
            "prev_token_score", "induction_score", "head_scores", "position_losses",
            "copy_losses", "ablation_losses", "attention_stats", "grad_norms", "layer_grad_norms",
@@ -174,7 +176,7 @@ class LivePlot:
     """
 
     def __init__(self, keys, labels=None, *, title: str = "", every: int = 5,
-                 ylabel: str = "loss (nats)", figsize=(6, 3), logy: bool = False):
+                 ylabel: str = N_("loss (nats)"), figsize=(6, 3), logy: bool = False):
         self.keys, self.labels = list(keys), list(labels or keys)
         self.title, self.every, self.ylabel, self.figsize, self.logy = title, every, ylabel, figsize, logy
         self._handle, self._fig, self._n = None, None, 0

@@ -321,3 +321,26 @@ msgstr "应为 {want}，得到的却是单个数"
     al.set_language("zh")
     assert al.tr("expected (3, 4), got a single number") == "应为 (3, 4)，得到的却是单个数"
     assert al.tr("expected (3, 4), got (4, 3)") == "应为 (3, 4)，得到 (4, 3)"
+
+
+def test_a_figure_redrawn_after_ax_clear_is_translated_again(monkeypatch):
+    """Live curves redraw the same axes (ax.clear() keeps the axis-label objects): every
+    draw shows the translation, not only the first."""
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "1")
+    al.set_language("zh")
+    try:
+        fig, ax = plt.subplots()
+        for _ in range(2):
+            ax.clear()
+            ax.set_xlabel("training step")
+            fig.canvas.print_figure(io.BytesIO(), format="png")
+            assert re.search(r"[\u4e00-\u9fff]", ax.get_xlabel()), ax.get_xlabel()
+        plt.close(fig)
+    finally:
+        al.set_language("en")
