@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 
+from .i18n import N_
+
 VALUE_PT = 10  # font size of the numbers written on heatmaps and bars
 
 __all__ = ["fig_to_png", "heatmap", "bars"]
@@ -37,7 +39,7 @@ def fig_to_png(fig, dpi: int = 100) -> bytes:
 
 
 def heatmap(ax, a, *, row_labels=None, col_labels=None, fmt="{:.2f}", cmap="Blues",
-            vmin=None, vmax=None, annotate=True, xlabel="key j", ylabel="query i"):
+            vmin=None, vmax=None, annotate=True, xlabel=N_("key j"), ylabel=N_("query i")):
     """Draw a 2-D array as an annotated heatmap on ``ax`` and return the image.
 
     Args:
