@@ -265,7 +265,7 @@ def translate_figure(fig) -> None:
     """Translate, in place, every worded text of ``fig`` (see :func:`_figure_texts`), and
     the fixed tick labels that are catalogued (bar names; tick labels that are data, such
     as the tokens of an example sentence, stay as they are)."""
-    from matplotlib.ticker import FixedFormatter
+    from matplotlib.ticker import FixedFormatter, FuncFormatter
 
     for text in _figure_texts(fig):
         s = text.get_text()
@@ -278,10 +278,17 @@ def translate_figure(fig) -> None:
     known = catalogue(_state["lang"]).lookup
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
+            # tick labels given as text (ax.set_xticks(..., labels=...)) are made by a
+            # FixedFormatter or FuncFormatter at every draw: wrap it so that what it returns
+            # is translated when the catalogue knows it
             fmt = axis.get_major_formatter()
-            if isinstance(fmt, FixedFormatter) and getattr(fmt, "_attnlib_shown", None) != list(fmt.seq):
-                fmt.seq = [known(str(s)) or s for s in fmt.seq]
-                fmt._attnlib_shown = list(fmt.seq)
+            if isinstance(fmt, (FixedFormatter, FuncFormatter)) and not getattr(fmt, "_attnlib", False):
+                def label(x, pos=None, _fmt=fmt):
+                    text = _fmt(x, pos)
+                    return (known(text) or text) if isinstance(text, str) and text else text
+                wrapped = FuncFormatter(label)
+                wrapped._attnlib = True
+                axis.set_major_formatter(wrapped)
 
 
 def use_cjk_font() -> str | None:

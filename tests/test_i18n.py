@@ -344,3 +344,26 @@ def test_a_figure_redrawn_after_ax_clear_is_translated_again(monkeypatch):
         plt.close(fig)
     finally:
         al.set_language("en")
+
+
+def test_tick_labels_given_as_text_are_translated_when_catalogued(monkeypatch):
+    """Bar names (ax.set_xticks(..., labels=...)) are translated at every draw; labels
+    that are data (an example sentence's tokens) and have no entry stay as they are."""
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "1")
+    al.set_language("zh")
+    try:
+        fig, ax = plt.subplots()
+        al.plots.bars(ax, [1.0, 2.0], ["previous-\ntoken head", "Anna-xyz"])
+        for _ in range(2):
+            fig.canvas.print_figure(io.BytesIO(), format="png")
+            ticks = [t.get_text() for t in ax.get_xticklabels()]
+            assert re.search(r"[\u4e00-\u9fff]", ticks[0]) and ticks[1] == "Anna-xyz", ticks
+        plt.close(fig)
+    finally:
+        al.set_language("en")
