@@ -117,10 +117,15 @@ def check_entry(entry: dict, terms: dict, glossary: bool = False) -> list[str]:
 
 
 def _line_of(path: pathlib.Path, msgid: str) -> int:
-    first = next((line for line in msgid.split("\n") if line.strip()), "")[:40]
+    """The line of ``msgid``'s entry (a long msgid is wrapped over several lines)."""
+    first = next((line for line in msgid.split("\n") if line.strip()), "")[:20]
+    needle = first.replace("\\", "\\\\").replace('"', '\\"')
+    current = 0
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.startswith("msgid") and first[:20].replace('"', '\\"') in line.replace('""', ""):
-            return i
+        if line.startswith("msgid"):
+            current = i
+        if current and needle and needle in line and not line.startswith(("msgstr", "#")):
+            return current
     return 0
 
 
