@@ -101,7 +101,7 @@ dist: venv
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
 
-unit: venv gettext-tools
+unit: venv gettext-tools fonts
 	$(BIN)/python -m pytest -q tests $(SEPARATE:%=--ignore=%)
 
 nbval: venv

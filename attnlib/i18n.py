@@ -83,6 +83,7 @@ def set_language(lang: str) -> None:
     _state["lang"] = _normalise(lang)
     if _state["lang"] != "en":
         _install_figure_translation()
+        _chinese_font()
 
 
 def _strict() -> bool:
@@ -330,7 +331,14 @@ def _install_figure_translation() -> None:
 
     print_figure._attnlib = True
     FigureCanvasBase.print_figure = print_figure
-    if use_cjk_font() is None:
+
+
+def _chinese_font() -> None:
+    try:
+        found = use_cjk_font()
+    except ImportError:  # no matplotlib: no figures to draw
+        return
+    if found is None:
         warnings.warn("no CJK font is installed: Chinese figure text will show as boxes "
                       "(Debian: apt-get install fonts-wqy-microhei)", stacklevel=3)
 

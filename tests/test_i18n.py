@@ -239,6 +239,7 @@ def test_language_from_the_environment():
     assert lang == "zh" and re.search(r"[\u4e00-\u9fff]", text), out.stdout
 
 
+@pytest.mark.filterwarnings("error:Glyph:UserWarning")  # a CJK font draws the Chinese
 def test_quiz_and_explorer_speak_chinese(monkeypatch):
     """A quiz and an explorer of chapter 2, built in Chinese (strict): every word shown
     comes from the catalogue, nothing is left in English."""
@@ -323,6 +324,7 @@ msgstr "应为 {want}，得到的却是单个数"
     assert al.tr("expected (3, 4), got (4, 3)") == "应为 (3, 4)，得到 (4, 3)"
 
 
+@pytest.mark.filterwarnings("error:Glyph:UserWarning")  # a CJK font draws the Chinese
 def test_a_figure_redrawn_after_ax_clear_is_translated_again(monkeypatch):
     """Live curves redraw the same axes (ax.clear() keeps the axis-label objects): every
     draw shows the translation, not only the first."""
@@ -346,6 +348,7 @@ def test_a_figure_redrawn_after_ax_clear_is_translated_again(monkeypatch):
         al.set_language("en")
 
 
+@pytest.mark.filterwarnings("error:Glyph:UserWarning")  # a CJK font draws the Chinese
 def test_tick_labels_given_as_text_are_translated_when_catalogued(monkeypatch):
     """Bar names (ax.set_xticks(..., labels=...)) are translated at every draw; labels
     that are data (an example sentence's tokens) and have no entry stay as they are."""
