@@ -103,7 +103,6 @@ def test_attnlib_catalogues_hold_every_message_the_code_shows():
 def test_book_catalogues_hold_every_paragraph_of_the_book(tmp_path):
     """Sphinx's gettext builder on the current sources (notebooks not executed, ~15 s):
     every message of every page is in that page's catalogue, and nothing obsolete is."""
-    sys.path.insert(0, str(ROOT / "tools"))
     import editions
 
     config = editions.derived_config(execute="off")

@@ -69,7 +69,7 @@ def template(node: ast.expr) -> Template | None:
         parts, used = [], {}
         for v in node.values:
             if isinstance(v, ast.Constant):
-                parts.append(v.value.replace("{", "{{").replace("}", "}}") if False else v.value)
+                parts.append(v.value)
             elif isinstance(v, ast.FormattedValue):
                 parts.append("{" + _field_name(v.value, used) + "}")
         return Template("".join(parts), True)

@@ -54,7 +54,7 @@ class MistakeCatalogue(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         # in the Chinese edition attnlib's catalogue supplies the text (attnlib_i18n sets
         # attnlib's language); Sphinx's own catalogue is not asked (no source = not extracted)
-        from attnlib.i18n import get_language, tr
+        from attnlib.i18n import join_sentences, tr
         exercises_mod = importlib.import_module("attnlib.exercises")
         for path in pathlib.Path(exercises_mod.__file__).parent.glob("*.py"):
             self.env.note_dependency(str(path))  # rebuild the page when a catalogue changes
@@ -88,8 +88,10 @@ class MistakeCatalogue(SphinxDirective):
                     for m in ex.mistakes:
                         mi = nodes.list_item()
                         p = nodes.paragraph()
-                        p += nodes.strong(text=tr(m.title).rstrip(".。"))
-                        p += nodes.Text(("。" if get_language() == "zh" else ". ") + tr(m.message))
+                        # the title in bold, then the message, joined as the checker joins them
+                        title = tr(m.title).rstrip(".。")
+                        p += nodes.strong(text=title)
+                        p += nodes.Text(join_sentences(title, tr(m.message))[len(title):])
                         mi += p
                         mistakes += mi
                     item += mistakes
