@@ -16,7 +16,7 @@ import numpy as np
 __all__ = [
     "namespace", "library", "is_torch", "check_float", "is_low_precision", "compute_dtype",
     "broadcast_batch", "check_mask", "check_scale", "check_size", "check_positive_int", "check_flag",
-    "fmt_shape", "can_overwrite", "exp_", "all_finite", "check_finite",
+    "fmt_shape", "all_finite", "check_finite",
 ]
 
 
@@ -76,19 +76,6 @@ def namespace(**arrays):
 
 
 _NAMESPACES: dict = {}
-
-
-def can_overwrite(x) -> bool:
-    """True when ``x`` (a fresh intermediate) may be updated in place: always for NumPy,
-    for torch only when autograd does not track it (its backward may need the old values)."""
-    return isinstance(x, np.ndarray) or (is_torch(x) and not x.requires_grad)
-
-
-def exp_(xp, x):
-    """``exp(x)``, overwriting ``x`` when :func:`can_overwrite` allows (saves a copy)."""
-    if not can_overwrite(x):
-        return xp.exp(x)
-    return np.exp(x, out=x) if isinstance(x, np.ndarray) else x.exp_()
 
 
 def fmt_shape(shape) -> str:
@@ -237,25 +224,30 @@ def all_finite(xp, *arrays) -> bool:
 
     Cheap first: a sum is finite only if every summand is (NaN and inf propagate, inf - inf
     is NaN), so one reduction per array usually settles it, with no temporary array (on a
-    GPU the sums are added on the device: one host sync in all). Only when that sum is not
-    finite (a non-finite entry, or an overflow of finite values) is the exact
-    ``isfinite(x).all()`` run. This runs on every call, so it is written for speed.
+    GPU the sums are added on the device: one host sync in all; a contiguous NumPy float32
+    or float64 array is reduced as the dot product ``x . x``, which BLAS computes faster than
+    NumPy's sum). Only when that total is not finite (a non-finite entry, or an overflow of
+    finite values) is the exact ``isfinite(x).all()`` run. This runs on every call, so it is
+    written for speed.
     """
     total = 0.0
     device_sum = None
     for x in arrays:
         if x is None:
             continue
-        if isinstance(x, np.ndarray):  # (float16 summed in float32: no overflow warning)
-            total += float(np.add.reduce(x, axis=None, dtype=np.float32 if x.dtype.itemsize == 2 else None))
+        if isinstance(x, np.ndarray):
+            if x.dtype.itemsize >= 4 and x.flags.c_contiguous:  # x . x by BLAS, 2x faster than a sum:
+                total += float(np.dot(x.reshape(-1), x.reshape(-1)))  # NaN, inf (or |x| > 1e19) show
+            else:  # (float16 summed in float32: no overflow warning)
+                total += float(np.add.reduce(x, axis=None, dtype=np.float32 if x.dtype.itemsize == 2 else None))
             continue
         t = x.detach().sum() if x.requires_grad else x.sum()
-        if x.device.type == "cpu":
-            total += float(t)
+        if x.is_cpu:
+            total += t.item()
         else:
             device_sum = t if device_sum is None else device_sum + t
     if device_sum is not None:
-        total += float(device_sum)
+        total += device_sum.item()
     if math.isfinite(total):
         return True
     arrays = [x for x in arrays if x is not None]
@@ -263,13 +255,14 @@ def all_finite(xp, *arrays) -> bool:
     return all(bool(xp.all(xp.isfinite(x))) for x in arrays)
 
 
-def check_finite(xp, **arrays) -> None:
+def check_finite(xp, *, minus_inf_ok=(), **arrays) -> None:
     """Raise a ValueError naming the first of ``arrays`` that holds NaN or inf.
 
     attnlib refuses NaN and inf in its inputs on every path (see
     :func:`attnlib.scaled_dot_product_attention`): they turn whole rows into NaN
     (``inf - inf``, ``0 * inf``), and whether a mask hides them differs between kernels.
-    A float mask (an argument whose name ends in ``mask``) may hold ``-inf``, which blocks.
+    A float mask (an argument whose name ends in ``mask``) may hold ``-inf``, which blocks,
+    and so may the arrays named in ``minus_inf_ok`` (e.g. the maxima ``m`` of softmax states).
     """
     for name, x in arrays.items():
         if x is None or all_finite(xp, x):
@@ -277,13 +270,15 @@ def check_finite(xp, **arrays) -> None:
         is_mask = name.endswith("mask")
         if is_mask and xp.isdtype(x.dtype, "bool"):
             continue
-        bad = xp.isnan(x) | (x == math.inf) if is_mask else ~xp.isfinite(x)
+        minus_inf = is_mask or name in minus_inf_ok
+        bad = xp.isnan(x) | (x == math.inf) if minus_inf else ~xp.isfinite(x)
         count = int(xp.sum(xp.astype(bad, xp.int64)))
         if count == 0:
             continue
         first = tuple(int(i) for i in np.argwhere(np.asarray(_to_numpy(bad)))[0])
         value = float(x[first])
-        what = "finite values and -inf (-inf blocks a key)" if is_mask else "finite numbers"
+        what = ("finite values and -inf (-inf blocks a key)" if is_mask else
+                "finite values and -inf (an empty state)" if minus_inf else "finite numbers")
         fix = ("to block a key use -inf there, or a bool mask" if is_mask else
                "fix the computation that produced it; to leave a position out, mask it instead")
         raise ValueError(

@@ -33,8 +33,9 @@ import math
 
 from array_api_compat import device as _device
 
-from ._array import check_positive_int, check_scale, compute_dtype, is_torch, namespace
-from .attention import _check_args, _check_qkv, _ensure_finite, _hidden
+from ._array import all_finite, check_finite, check_positive_int, check_scale, compute_dtype, is_torch, namespace
+from ._shared import (causal_tile, check_attention_args, check_qkv, online_finish, online_update,
+                      refuse_non_finite)
 
 __all__ = ["flash_attention", "online_softmax_merge", "attention_state", "default_block_size"]
 
@@ -96,13 +97,11 @@ def flash_attention(q, k, v, attn_mask=None, *, is_causal=False, scale=None, blo
             if mask is not None:
                 s = _apply_mask(xp, s, _tile(mask, i0, i1, j0, j1))
             if is_causal:
-                s = _causal_tile(xp, s, i0, j0)
-            state = _update(xp, state, s, v[..., j0:j1, :])
+                s = causal_tile(xp, s, i0, j0)
+            state = online_update(xp, state, s, v[..., j0:j1, :])
         if state is not None:  # (S = 0 leaves nothing to attend to: zeros)
-            out[..., i0:i1, :] = xp.astype(_finish(xp, state), q.dtype, copy=False)
-    bool_mask = mask is not None and mask.dtype == xp.bool
-    checks = (q,) if S == 0 else (out, *_hidden(q, k, v, bool_mask, is_causal))
-    _ensure_finite(xp, checks, *inputs)  # NaN and inf raise, as in scaled_dot_product_attention
+            out[..., i0:i1, :] = xp.astype(online_finish(xp, state), q.dtype, copy=False)
+    refuse_non_finite(xp, out, *inputs, is_causal=is_causal)  # NaN and inf raise, as in scaled_dot_product_attention
     return out
 
 
@@ -132,9 +131,9 @@ def default_block_size(q) -> int:
 def _check_sdpa_args(q, k, v, attn_mask, is_causal, scale):
     """The checks of :func:`attnlib.scaled_dot_product_attention`, shared so that both
     raise the same errors; returns ``(xp, batch, mask, scale)`` with a 1-D mask made ``(1, S)``."""
-    xp, batch, _, _ = _check_args(q, k, v, attn_mask, is_causal)  # is_causal too
-    if attn_mask is not None and attn_mask.ndim == 1:
-        attn_mask = attn_mask[None, :]  # (S,) -> (1, S)
+    xp, batch, _, _ = check_attention_args(q, k, v, attn_mask, is_causal)  # is_causal too
+    if attn_mask is not None and attn_mask.ndim < 2:  # (S,) -> (1, S); () -> (1, 1)
+        attn_mask = xp.reshape(attn_mask, (1,) * (2 - attn_mask.ndim) + tuple(attn_mask.shape))
     return xp, batch, attn_mask, check_scale(scale, q.shape[-1])
 
 
@@ -146,48 +145,12 @@ def _tile(mask, i0, i1, j0, j1):
     return mask[..., rows, cols]
 
 
-def _causal_tile(xp, s, i0, j0):
-    """Hide the keys in the future of each query in a tile of scores ``s`` (N..., Bq, Bk)
-    whose first query and key sit at global positions ``i0`` and ``j0`` (top-left aligned:
-    key ``j`` is hidden from query ``i`` when ``j > i``). A tile wholly on or below the
-    diagonal is returned unchanged. Shared with ring attention (:mod:`attnlib.ring`)."""
-    Bq, Bk = s.shape[-2], s.shape[-1]
-    if j0 + Bk - 1 <= i0:  # the last key is not after the first query: nothing to hide
-        return s
-    dev = _device(s)
-    rows = xp.arange(i0, i0 + Bq, device=dev)[:, None]  # (Bq, 1) query positions
-    cols = xp.arange(j0, j0 + Bk, device=dev)[None, :]  # (1, Bk) key positions
-    return xp.where(cols <= rows, s, -math.inf)  # (N..., Bq, Bk)
-
-
 def _apply_mask(xp, s, m):
     """Apply a mask tile ``m`` to the scores ``s`` (N..., Bq, Bk): bool -> -inf where False,
     float -> added."""
     if m.dtype == xp.bool:
         return xp.where(m, s, -math.inf)
     return s + m
-
-
-def _update(xp, state, s, v_blk):
-    """One step of the online softmax: fold the scores ``s`` (N..., Bq, Bk) of one key
-    tile and its values ``v_blk`` (N..., Bk, Ev) into ``state = (m, l, acc)``."""
-    m_tile = xp.max(s, axis=-1, keepdims=True)  # (N..., Bq, 1)
-    m_new = m_tile if state is None else xp.maximum(state[0], m_tile)
-    m_safe = xp.where(m_new == -math.inf, 0.0, m_new)  # a row masked so far: keep exp() at 0, not NaN
-    p = xp.exp(s - m_safe)  # (N..., Bq, Bk)
-    pv = p @ v_blk  # (N..., Bq, Bk) @ (N..., Bk, Ev) -> (N..., Bq, Ev)
-    l_tile = xp.sum(p, axis=-1, keepdims=True)  # (N..., Bq, 1)
-    if state is None:
-        return m_new, l_tile, pv
-    m, l, acc = state
-    alpha = xp.exp(m - m_safe)  # (N..., Bq, 1)
-    return m_new, alpha * l + l_tile, alpha * acc + pv
-
-
-def _finish(xp, state):
-    """``acc / l``, with zeros for rows that had nothing to attend to (``l == 0``)."""
-    m, l, acc = state
-    return acc / xp.where(l == 0, 1.0, l)
 
 
 def attention_state(q, k, v, *, scale=None):
@@ -207,9 +170,16 @@ def attention_state(q, k, v, *, scale=None):
         >>> m, l, acc = al.attention_state(q, k[:64], v[:64])
     """
     xp = namespace(q=q, k=k, v=v)
-    _check_qkv(xp, q, k, v)
+    batch, L, S = check_qkv(xp, q, k, v)
+    if S == 0:  # no key: the empty state, which online_softmax_merge leaves unchanged
+        dev = _device(q)
+        m = xp.full((*batch, L), -math.inf, dtype=q.dtype, device=dev)  # (N..., L)
+        acc = xp.zeros((*batch, L, v.shape[-1]), dtype=q.dtype, device=dev)  # (N..., L, Ev)
+        refuse_non_finite(xp, None, q, k, v)
+        return m, xp.zeros((*batch, L), dtype=q.dtype, device=dev), acc
     s = (q * check_scale(scale, q.shape[-1])) @ k.mT  # (N..., L, E) @ (N..., E, S) -> (N..., L, S)
-    m, l, acc = _update(xp, None, s, v)
+    m, l, acc = online_update(xp, None, s, v)  # (N..., L, 1), (N..., L, 1), (N..., L, Ev)
+    refuse_non_finite(xp, acc, q, k, v)  # NaN and inf raise, as in scaled_dot_product_attention
     return m[..., 0], l[..., 0], acc
 
 
@@ -237,4 +207,9 @@ def online_softmax_merge(m1, l1, acc1, m2, l2, acc2):
     m = xp.maximum(m1, m2)  # (N..., L)
     m_safe = xp.where(m == -math.inf, 0.0, m)
     a1, a2 = xp.exp(m1 - m_safe), xp.exp(m2 - m_safe)  # (N..., L)
-    return m, a1 * l1 + a2 * l2, a1[..., None] * acc1 + a2[..., None] * acc2
+    l, acc = a1 * l1 + a2 * l2, a1[..., None] * acc1 + a2[..., None] * acc2  # (N..., L), (N..., L, Ev)
+    if not all_finite(xp, l, acc):  # a NaN or inf in any input reaches l or acc
+        check_finite(xp, m1=m1, l1=l1, acc1=acc1, m2=m2, l2=l2, acc2=acc2, minus_inf_ok=("m1", "m2"))
+        raise ValueError("online_softmax_merge: l or acc overflowed although every input is finite; "
+                         "merge states whose m is the true maximum of their scores (l <= the number of keys)")
+    return m, l, acc

@@ -22,10 +22,9 @@ the mean of the values) and drift apart as softmax attention gets peaked, becaus
 """
 from __future__ import annotations
 
-from array_api_compat import device as _device
 
-from ._array import all_finite, check_positive_int, check_finite, check_flag, compute_dtype, namespace
-from .attention import _check_qkv
+from ._array import compute_dtype, namespace
+from ._shared import causal_kernel_attention, check_kernel_args, safe_divide
 
 __all__ = ["linear_attention", "elu_feature_map"]
 
@@ -69,15 +68,7 @@ def linear_attention(q, k, v, *, is_causal=False, chunk_size=64):
 
         >>> out = al.linear_attention(q, k, v, is_causal=True)
     """
-    name = "linear_attention"
-    xp = namespace(q=q, k=k, v=v)
-    _check_qkv(xp, q, k, v)
-    if not all_finite(xp, q, k, v):  # NaN and inf are refused, as in scaled_dot_product_attention
-        check_finite(xp, q=q, k=k, v=v)
-    if k.shape[-2] == 0:
-        raise ValueError(f"{name}: k and v have no positions (S = 0); linear attention needs S >= 1")
-    chunk_size = check_positive_int(chunk_size, "chunk_size")
-    is_causal = check_flag("is_causal", is_causal)
+    xp, is_causal, chunk_size = check_kernel_args("linear_attention", q, k, v, is_causal, chunk_size)
     out_dtype, ct = q.dtype, compute_dtype(xp, q)
     q, k, v = xp.astype(q, ct), xp.astype(k, ct), xp.astype(v, ct)
     fq = elu_feature_map(_lift(xp, q, axis=(-1,)))  # (N..., L, E)
@@ -85,8 +76,8 @@ def linear_attention(q, k, v, *, is_causal=False, chunk_size=64):
     if not is_causal:
         kv = fk.mT @ v  # (N..., E, S) @ (N..., S, Ev) -> (N..., E, Ev)
         z = xp.sum(fk, axis=-2)[..., None]  # (N..., E, 1)
-        return xp.astype(_divide(xp, fq @ kv, fq @ z), out_dtype)  # (N..., L, Ev) / (N..., L, 1)
-    return xp.astype(_causal(xp, fq, fk, v, chunk_size), out_dtype)
+        return xp.astype(safe_divide(xp, fq @ kv, fq @ z), out_dtype)  # (N..., L, Ev) / (N..., L, 1)
+    return xp.astype(causal_kernel_attention(xp, fq, fk, v, chunk_size), out_dtype)
 
 
 def _lift(xp, x, axis):
@@ -99,38 +90,3 @@ def _lift(xp, x, axis):
     """
     m = xp.max(x, axis=axis, keepdims=True)
     return x - xp.minimum(m, 0.0)
-
-
-def _divide(xp, num, den):
-    """``num / den`` with a row whose denominator is 0 set to 0 (never NaN). After
-    :func:`_lift` that only happens in the causal case, when every key a query may see
-    is ~1e38 times (float32) smaller in feature than the largest key of the sequence."""
-    safe = xp.where(den > 0, den, xp.ones_like(den))
-    return xp.where(den > 0, num / safe, xp.zeros_like(num))
-
-
-def _causal(xp, fq, fk, v, C):
-    """Causal linear attention by running sums over chunks of ``C`` positions."""
-    L, S = fq.shape[-2], fk.shape[-2]
-    dev = _device(fq)
-    kv = None  # running sum_j phi(k_j) v_j^T over the chunks already passed, (N..., E, Ev)
-    z = None  # running sum_j phi(k_j), (N..., E, 1)
-    outs = []
-    for c0 in range(0, L, C):
-        c1 = min(c0 + C, L)
-        q_c = fq[..., c0:c1, :]  # (N..., C, E)
-        k_c, v_c = fk[..., c0:min(c1, S), :], v[..., c0:min(c1, S), :]  # (N..., C', E), (N..., C', Ev)
-        rows = xp.arange(c0, c1, device=dev)[:, None]  # (C, 1)
-        cols = xp.arange(c0, c0 + k_c.shape[-2], device=dev)[None, :]  # (1, C')
-        a = xp.where(cols <= rows, q_c @ k_c.mT, 0.0)  # (N..., C, E) @ (N..., E, C') -> (N..., C, C')
-        num = a @ v_c  # (N..., C, C') @ (N..., C', Ev) -> (N..., C, Ev)
-        den = xp.sum(a, axis=-1, keepdims=True)  # (N..., C, 1)
-        if kv is not None:
-            num = num + q_c @ kv  # (N..., C, E) @ (N..., E, Ev) -> (N..., C, Ev)
-            den = den + q_c @ z  # (N..., C, E) @ (N..., E, 1) -> (N..., C, 1)
-        outs.append(_divide(xp, num, den))
-        if k_c.shape[-2]:
-            kv_c = k_c.mT @ v_c  # (N..., E, C') @ (N..., C', Ev) -> (N..., E, Ev)
-            z_c = xp.sum(k_c, axis=-2)[..., None]  # (N..., E, 1)
-            kv, z = (kv_c, z_c) if kv is None else (kv + kv_c, z + z_c)
-    return xp.concat(outs, axis=-2) if len(outs) > 1 else outs[0]  # (N..., L, Ev)

@@ -80,6 +80,8 @@ def multi_head_attention(query, key, value, num_heads, w_q, w_k, w_v, w_o, *, at
         batch = broadcast_batch(query=query.shape[:-2], key=key.shape[:-2], value=value.shape[:-2])
         check_mask(xp, "attn_mask", attn_mask, batch + (query.shape[-2], key.shape[-2]),
                    "(N..., L, S)", like=query)
+        if attn_mask.ndim < 2:  # (S,) or (): a row shared by every query
+            attn_mask = xp.reshape(attn_mask, (1,) * (2 - attn_mask.ndim) + tuple(attn_mask.shape))  # -> (1, S)
         attn_mask = xp.expand_dims(attn_mask, axis=-3)  # (N..., L, S) -> (N..., 1, L, S)
     q = _split_heads(xp, query @ w_q, h)  # (N..., L, d_model) @ (d_model, d_model) -> (N..., h, L, d_head)
     k = _split_heads(xp, key @ w_k, g)  # (N..., S, d_k) @ (d_k, g*d_head) -> (N..., g, S, d_head)

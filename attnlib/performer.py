@@ -32,8 +32,7 @@ import numpy as np
 from array_api_compat import device as _device
 
 from ._array import check_positive_int, check_scale, compute_dtype, namespace
-from .attention import _check_qkv
-from .linear import _causal, _divide
+from ._shared import causal_kernel_attention, check_kernel_args, safe_divide
 
 __all__ = ["random_projection", "performer_feature_map", "random_feature_attention"]
 
@@ -58,7 +57,7 @@ def random_projection(num_features, E, *, seed=0, orthogonal=True, like=None):
 
         >>> W = al.random_projection(64, 16, seed=0)   # (64, 16)
     """
-    m, E = _positive_int(num_features, "num_features"), _positive_int(E, "E")
+    m, E = check_positive_int(num_features, "num_features"), check_positive_int(E, "E")
     rng = np.random.default_rng(seed)
     if orthogonal:
         blocks = []
@@ -129,14 +128,7 @@ def random_feature_attention(q, k, v, num_features=256, *, is_causal=False, scal
 
         >>> out = al.random_feature_attention(q, k, v, num_features=512, seed=0)
     """
-    name = "random_feature_attention"
-    xp = namespace(q=q, k=k, v=v)
-    _check_qkv(xp, q, k, v)
-    if k.shape[-2] == 0:
-        raise ValueError(f"{name}: k and v have no positions (S = 0); attention needs S >= 1")
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"{name}: is_causal must be True or False, got {is_causal!r}")
-    chunk_size = check_positive_int(chunk_size, "chunk_size")
+    xp, is_causal, chunk_size = check_kernel_args("random_feature_attention", q, k, v, is_causal, chunk_size)
     scale = check_scale(scale, q.shape[-1])
     if scale < 0:  # x . y = scale * q . k with x = sqrt|scale| q, y = -sqrt|scale| k
         k, scale = -k, -scale
@@ -150,16 +142,10 @@ def random_feature_attention(q, k, v, num_features=256, *, is_causal=False, scal
     fq = xp.exp(fq - xp.max(fq, axis=-1, keepdims=True))
     fk = xp.exp(fk - xp.max(fk, axis=(-2, -1), keepdims=True))
     if is_causal:
-        return xp.astype(_causal(xp, fq, fk, v, chunk_size), out_dtype)
+        return xp.astype(causal_kernel_attention(xp, fq, fk, v, chunk_size), out_dtype)
     kv = fk.mT @ v  # (N..., m, S) @ (N..., S, Ev) -> (N..., m, Ev)
     z = xp.sum(fk, axis=-2)[..., None]  # (N..., m, 1)
-    return xp.astype(_divide(xp, fq @ kv, fq @ z), out_dtype)  # (N..., L, Ev) / (N..., L, 1)
-
-
-def _positive_int(n, name):
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"{name} must be a positive int, got {n!r}")
-    return int(n)
+    return xp.astype(safe_divide(xp, fq @ kv, fq @ z), out_dtype)  # (N..., L, Ev) / (N..., L, 1)
 
 
 def _log_features(xp, x, W):

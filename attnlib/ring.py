@@ -34,10 +34,10 @@ from typing import NamedTuple
 import numpy as np
 from array_api_compat import device as _device
 
-from ._array import check_scale, is_torch, namespace
-from .attention import _check_qkv
+from ._array import check_flag, check_positive_int, check_scale, fmt_shape, is_torch
+from ._shared import causal_tile, check_finite_qkv, check_has_keys, online_finish, online_update
 from .devices import to_device
-from .flash import _causal_tile, _finish, _update, online_softmax_merge
+from .flash import online_softmax_merge
 
 __all__ = ["ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds",
            "shard_parts", "RingStep"]
@@ -79,12 +79,16 @@ def ring_schedule(P):
     return [[(p - t) % P for p in range(P)] for t in range(P)]
 
 
-def _check_devices(P, L, S, name):
-    if isinstance(P, bool) or not isinstance(P, int) or P < 1:
-        raise ValueError(f"{name}: the number of devices must be a positive int, got {P!r}")
+def _check_devices(P, q, k, fn, arg):
+    """``P`` (the argument ``arg``) as an int that splits L queries and S keys over P devices."""
+    P = check_positive_int(P, arg)
+    L, S = q.shape[-2], k.shape[-2]
     if P > min(L, S):
-        raise ValueError(f"{name}: {P} devices but only L = {L} queries and S = {S} keys; every "
-                         f"device needs at least one of each, so use at most {min(L, S)} devices")
+        fix = (f"use at most {min(L, S)} devices" if L else "pass at least one query")
+        raise ValueError(f"{fn}: {arg}={P} devices but only L = {L} queries (q has shape {fmt_shape(q.shape)}) "
+                         f"and S = {S} keys (k has shape {fmt_shape(k.shape)}); every device needs at least "
+                         f"one of each, so {fix}")
+    return P
 
 
 def block_state(xp, q_blk, k_blk, v_blk, q0, k0, is_causal):
@@ -101,8 +105,8 @@ def block_state(xp, q_blk, k_blk, v_blk, q0, k0, is_causal):
         return None  # every key of this block lies in the future of every query
     s = q_blk @ k_blk.mT  # (N..., Lp, E) @ (N..., E, Sp) -> (N..., Lp, Sp)
     if is_causal:
-        s = _causal_tile(xp, s, q0, k0)
-    m, l, acc = _update(xp, None, s, v_blk)  # (N..., Lp, 1), (N..., Lp, 1), (N..., Lp, Ev)
+        s = causal_tile(xp, s, q0, k0)
+    m, l, acc = online_update(xp, None, s, v_blk)  # (N..., Lp, 1), (N..., Lp, 1), (N..., Lp, Ev)
     return m[..., 0], l[..., 0], acc
 
 
@@ -111,16 +115,16 @@ def finish_state(xp, state, shape, dtype, dev):
     if state is None:
         return xp.zeros(shape, dtype=dtype, device=dev)
     m, l, acc = state
-    return _finish(xp, (m[..., None], l[..., None], acc))  # (N..., Lp, Ev)
+    return online_finish(xp, (m[..., None], l[..., None], acc))  # (N..., Lp, Ev)
 
 
-def _prepare(q, k, v, P, scale, is_causal, name):
-    xp = namespace(q=q, k=k, v=v)
-    batch, L, S = _check_qkv(xp, q, k, v)
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"{name}: is_causal must be True or False, got {is_causal!r}")
-    _check_devices(P, L, S, name)
-    return xp, batch, check_scale(scale, q.shape[-1])
+def _prepare(q, k, v, P, scale, is_causal, name, arg):
+    """The checks of both ring functions; returns ``(xp, batch N..., is_causal, scale)``."""
+    xp, batch, _, _ = check_finite_qkv(q, k, v)  # a device skips blocks: q, k, v are checked directly
+    is_causal = check_flag("is_causal", is_causal)
+    check_has_keys(name, k, v)
+    _check_devices(P, q, k, name, arg)
+    return xp, batch, is_causal, check_scale(scale, q.shape[-1])
 
 
 class RingStep(NamedTuple):
@@ -186,8 +190,8 @@ def ring_attention_simulated(q, k, v, num_devices, *, is_causal=False, scale=Non
         >>> out = al.ring_attention_simulated(q, k, v, num_devices=4, is_causal=True)
     """
     name = "ring_attention_simulated"
-    xp, batch, scale = _prepare(q, k, v, num_devices, scale, is_causal, name)
-    P = num_devices
+    xp, batch, is_causal, scale = _prepare(q, k, v, num_devices, scale, is_causal, name, "num_devices")
+    P = int(num_devices)
     if layout == "zigzag" and 2 * P > min(q.shape[-2], k.shape[-2]):
         raise ValueError(f"{name}: layout='zigzag' cuts the sequence into 2P = {2 * P} chunks but L = "
                          f"{q.shape[-2]}, S = {k.shape[-2]}; use at most {min(q.shape[-2], k.shape[-2]) // 2} "
@@ -266,7 +270,8 @@ def ring_attention_distributed(q, k, v, world_size, *, is_causal=False, scale=No
         >>> out = al.ring_attention_distributed(q, k, v, world_size=4)
     """
     name = "ring_attention_distributed"
-    xp, _, scale = _prepare(q, k, v, world_size, scale, is_causal, name)
+    xp, _, is_causal, scale = _prepare(q, k, v, world_size, scale, is_causal, name, "world_size")
+    world_size = int(world_size)
     try:
         import torch.multiprocessing as mp
     except ImportError as exc:  # pragma: no cover

@@ -28,9 +28,9 @@ from numbers import Integral
 import numpy as np
 from array_api_compat import device as _device
 
-from ._array import all_finite, check_positive_int, check_finite, check_flag, check_scale, check_size, compute_dtype, namespace
-from .attention import _check_qkv
-from .flash import _finish, _update, flash_attention
+from ._array import check_flag, check_positive_int, check_scale, check_size, compute_dtype, namespace
+from ._shared import check_finite_qkv, online_finish, online_update
+from .flash import flash_attention
 
 __all__ = ["sliding_window_attention", "sliding_window_mask", "sliding_window_pairs"]
 
@@ -139,10 +139,7 @@ def sliding_window_attention(q, k, v, *, window, num_global=0, is_causal=False, 
         >>> out = al.sliding_window_attention(q, k, v, window=64, num_global=2)
     """
     name = "sliding_window_attention"
-    xp = namespace(q=q, k=k, v=v)
-    batch, L, S = _check_qkv(xp, q, k, v)
-    if not all_finite(xp, q, k, v):  # refused as in scaled_dot_product_attention: the window
-        check_finite(xp, q=q, k=k, v=v)  # hides keys, so the output cannot be relied on to show them
+    xp, batch, L, S = check_finite_qkv(q, k, v)  # the window hides keys: q, k, v are checked directly
     window, num_global = _check_window(window, num_global, name)
     is_causal = check_flag("is_causal", is_causal)
     scale = check_scale(scale, q.shape[-1])
@@ -167,5 +164,5 @@ def sliding_window_attention(q, k, v, *, window, num_global=0, is_causal=False, 
         q_blk = xp.astype(q[..., i0:i1, :], ct) * scale  # (N..., Bq, E)
         s = q_blk @ k_blk.mT  # (N..., Bq, E) @ (N..., E, K) -> (N..., Bq, K)
         s = xp.where(_allowed(xp, rows, cols, window, num_global, is_causal), s, -math.inf)
-        out[..., i0:i1, :] = xp.astype(_finish(xp, _update(xp, None, s, v_blk)), q.dtype, copy=False)
+        out[..., i0:i1, :] = xp.astype(online_finish(xp, online_update(xp, None, s, v_blk)), q.dtype, copy=False)
     return out

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import attnlib as al
+from attnlib import _fast as fast_mod
 from attnlib import attention as attention_mod
 from conftest import CUDA, DEVICES, ref_sdpa, ref_weights, to_np
 
@@ -164,7 +165,7 @@ def test_16bit_floats_match_float32(rng, device, dtype, causal, return_weights):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mask", ["none", "causal", "bool", "float", "fully_masked"])
 def test_fast_path_equals_plain_path(rng, device, mask):
-    assert attention_mod._fused_sdpa() is not None  # torch 2.13 has the fused kernel
+    assert fast_mod.fused_sdpa() is not None  # torch 2.13 has the fused kernel
     q, k, v = (torch.from_numpy(x).to(device) for x in make_qkv(rng, (2, 2), 9, 11, 8, 6))
     m = None
     if mask in ("bool", "float", "fully_masked"):
@@ -183,8 +184,8 @@ def test_fast_path_equals_plain_path(rng, device, mask):
 
 def test_fast_path_is_taken_only_for_torch_without_weights(rng, monkeypatch):
     calls = []
-    real = attention_mod._fused_sdpa()
-    monkeypatch.setattr(attention_mod, "_fused_sdpa",
+    real = fast_mod.fused_sdpa()
+    monkeypatch.setattr(fast_mod, "fused_sdpa",
                         lambda: lambda *a, **kw: calls.append(1) or real(*a, **kw))
     q, k, v = make_qkv(rng, (), 3, 4, 2, 2)
     al.scaled_dot_product_attention(q, k, v)
@@ -279,14 +280,14 @@ def test_torch_mask_on_another_device_is_refused(rng, return_weights):
 def test_fast_path_zeroes_fully_masked_rows_even_if_the_kernel_gives_nan(rng, monkeypatch, float_mask):
     """Older torch releases and some GPU kernels return NaN for a query with no visible key;
     simulate such a kernel and check attnlib still returns zeros there."""
-    real = attention_mod._fused_sdpa()
+    real = fast_mod.fused_sdpa()
 
     def nan_kernel(q, k, v, attn_mask=None, **kw):
         out = real(q, k, v, attn_mask=attn_mask, **kw)
         dead = ~attn_mask.any(-1) if attn_mask.dtype == torch.bool else ~(attn_mask > -torch.inf).any(-1)
         return out.masked_fill(dead[..., None], float("nan"))
 
-    monkeypatch.setattr(attention_mod, "_fused_sdpa", lambda: nan_kernel)
+    monkeypatch.setattr(fast_mod, "fused_sdpa", lambda: nan_kernel)
     q, k, v = (torch.from_numpy(x) for x in make_qkv(rng, (2,), 4, 5, 3, 3))
     m = torch.ones(2, 4, 5, dtype=torch.bool)
     m[1, 2] = False

@@ -123,8 +123,8 @@ def test_causal_skips_the_tiles_above_the_diagonal(monkeypatch):
     import attnlib.flash as fl
 
     calls = []
-    real = fl._update
-    monkeypatch.setattr(fl, "_update", lambda xp, st, s, v: calls.append(1) or real(xp, st, s, v))
+    real = fl.online_update
+    monkeypatch.setattr(fl, "online_update", lambda xp, st, s, v: calls.append(1) or real(xp, st, s, v))
     rng = np.random.default_rng(5)
     q, k, v = _qkv(rng, (), 64, 64, 4, 4)
     fl.flash_attention(q, k, v, block_size=16)

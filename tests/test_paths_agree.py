@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import attnlib as al
-from attnlib import attention as attention_mod
+from attnlib import _fast as fast_mod
 from conftest import DEVICES, to_np
 
 L, S, E = 5, 7, 4  # L < S, so is_causal hides keys L.. from every query
@@ -42,7 +42,7 @@ def run_path(path, monkeypatch, device, q, k, v, mask=None, *, bfloat16=False, *
     ``bfloat16``: torch paths get q, k, v as bfloat16 (NumPy has no such dtype)."""
     lib, fn = PATHS[path]
     if fn == "plain":  # torch through the plain path: no fused kernel on this torch
-        monkeypatch.setattr(attention_mod, "_fused_sdpa", lambda: None)
+        monkeypatch.setattr(fast_mod, "fused_sdpa", lambda: None)
         fn = PATHS["torch_fused"][1]
     if lib == "torch":
         q, k, v = (al.to_device(x, device) for x in (q, k, v))
@@ -186,7 +186,7 @@ def test_nan_and_inf_are_refused_on_every_path(path, case, device, monkeypatch):
 def test_fast_path_falls_back_when_a_kernel_returns_nan_for_finite_inputs(path, monkeypatch):
     """A kernel that gives NaN for a fully masked row (PyTorch < 2.5): the output check sends
     the call to the plain path, which gives zeros; finite inputs are never refused."""
-    real = attention_mod._fused_sdpa()
+    real = fast_mod.fused_sdpa()
 
     def nan_kernel(q, k, v, attn_mask=None, **kw):
         out = real(q, k, v, attn_mask=attn_mask, **kw)
@@ -195,8 +195,8 @@ def test_fast_path_falls_back_when_a_kernel_returns_nan_for_finite_inputs(path, 
         dead = ~attn_mask.any(-1) if attn_mask.dtype == torch.bool else ~(attn_mask > -torch.inf).any(-1)
         return out.masked_fill(dead[..., None], float("nan"))
 
-    monkeypatch.setattr(attention_mod, "_fused_sdpa", lambda: nan_kernel)
-    attention_mod._kernel_verified.cache_clear()
+    monkeypatch.setattr(fast_mod, "fused_sdpa", lambda: nan_kernel)
+    fast_mod.kernel_verified.cache_clear()
     try:
         q, k, v = qkv("float64")
         mask = np.ones((L, S), bool)
@@ -205,14 +205,14 @@ def test_fast_path_falls_back_when_a_kernel_returns_nan_for_finite_inputs(path, 
         np.testing.assert_allclose(got, reference(q, k, v, mask), atol=1e-12)
         assert (got[:, 2] == 0).all()
     finally:
-        attention_mod._kernel_verified.cache_clear()
+        fast_mod.kernel_verified.cache_clear()
 
 
 def test_the_cpu_kernel_is_verified_and_the_mask_pass_is_skipped():
     """The feature probe passes on this torch (2.13, CPU) for every float dtype."""
     for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-        assert attention_mod._kernel_verified("cpu", dtype)
-    assert not attention_mod._kernel_verified("cuda", torch.float32)  # unverified: guard kept
+        assert fast_mod.kernel_verified("cpu", dtype)
+    assert not fast_mod.kernel_verified("cuda", torch.float32)  # unverified: guard kept
 
 
 def test_scores_that_overflow_raise_instead_of_nan():
@@ -316,7 +316,7 @@ def test_the_kernel_probe_is_invisible_to_a_flop_counter():
     (chapter 6) must see the same count as for any later call."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    attention_mod._kernel_verified.cache_clear()
+    fast_mod.kernel_verified.cache_clear()
     q, m = torch.randn(2, 4, 8), torch.ones(4, 4, dtype=torch.bool)
     counts = []
     for _ in range(2):
