@@ -123,7 +123,6 @@ def read_po(path: pathlib.Path) -> list[dict]:
 
 
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 class Catalogue:
