@@ -35,8 +35,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from .attention import scaled_dot_product_attention
+from .transformer import sinusoidal_positional_encoding  # chapter 5's table, the one sin/cos table
 
-__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "GPT", "sinusoidal_table"]
+__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "GPT"]
 
 _POS = ("learned", "sinusoidal", "none")
 _NORM = ("pre", "post", "none")
@@ -88,16 +89,6 @@ class GPTConfig:
     def d_head(self) -> int:
         """Width of one head (its ``d_k``): ``d_model // num_heads``."""
         return self.d_model // self.num_heads
-
-
-def sinusoidal_table(n: int, d: int, base: float = 10000.0) -> torch.Tensor:
-    """The ``(n, d)`` sin/cos position table: ``[p, 2i] = sin(p / base**(2i/d))``, ``[p, 2i+1] = cos``."""
-    pos = torch.arange(n, dtype=torch.float64)[:, None]                    # (n, 1)
-    freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)       # (d/2,)
-    table = torch.zeros(n, d, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(pos * freq)                                 # (n, d/2)
-    table[:, 1::2] = torch.cos(pos * freq)
-    return table.float()
 
 
 def _matrix(fan_in: int, fan_out: int) -> nn.Parameter:
@@ -232,7 +223,8 @@ class GPT(nn.Module):
         if cfg.pos == "learned":
             self.pos_emb = nn.Parameter(torch.randn(cfg.context_length, cfg.d_model))
         else:  # a fixed table (zeros for "none"), stored with the model, not trained
-            table = (sinusoidal_table(cfg.context_length, cfg.d_model) if cfg.pos == "sinusoidal"
+            table = (sinusoidal_positional_encoding(cfg.context_length, cfg.d_model, like=torch.zeros(0))
+                     if cfg.pos == "sinusoidal"
                      else torch.zeros(cfg.context_length, cfg.d_model))
             self.register_buffer("pos_emb", table)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))

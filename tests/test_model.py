@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 import attnlib as al
 from attnlib import transformer
-from attnlib.model import GPT, CausalSelfAttention, GPTConfig, sinusoidal_table
+from attnlib.model import GPT, CausalSelfAttention, GPTConfig
 
 from conftest import DEVICES
 
@@ -153,10 +153,12 @@ def test_cache_with_several_new_tokens_needs_an_aligned_mask():
 
 
 def test_sinusoidal_table_matches_chapter_5():
-    np.testing.assert_allclose(sinusoidal_table(20, 16).numpy(),
-                               transformer.sinusoidal_positional_encoding(20, 16), atol=1e-6)
-    model = small(pos="sinusoidal")
-    assert "pos_emb" not in dict(model.named_parameters())  # fixed, not trained
+    model = GPT(GPTConfig(vocab_size=11, context_length=20, num_layers=1, num_heads=4, d_model=16,
+                          pos="sinusoidal"))
+    np.testing.assert_allclose(model.pos_emb.numpy(), transformer.sinusoidal_positional_encoding(20, 16),
+                               atol=1e-6)
+    assert model.pos_emb.dtype == torch.float32
+    assert "pos_emb" not in dict(small(pos="sinusoidal").named_parameters())  # fixed, not trained
 
 
 def test_no_positions_model_is_blind_to_order_in_one_layer():
