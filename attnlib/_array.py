@@ -16,7 +16,7 @@ import numpy as np
 __all__ = [
     "namespace", "library", "is_torch", "check_float", "is_low_precision", "compute_dtype",
     "broadcast_batch", "check_mask", "check_scale", "check_size", "check_positive_int", "check_flag",
-    "fmt_shape", "all_finite", "check_finite",
+    "fmt_shape", "all_finite", "check_finite", "check_token_ids",
 ]
 
 
@@ -255,15 +255,18 @@ def all_finite(xp, *arrays) -> bool:
     return all(bool(xp.all(xp.isfinite(x))) for x in arrays)
 
 
-def check_finite(xp, *, minus_inf_ok=(), **arrays) -> None:
+def check_finite(xp, *, minus_inf_ok=None, who="attention", **arrays) -> None:
     """Raise a ValueError naming the first of ``arrays`` that holds NaN or inf.
 
     attnlib refuses NaN and inf in its inputs on every path (see
     :func:`attnlib.scaled_dot_product_attention`): they turn whole rows into NaN
     (``inf - inf``, ``0 * inf``), and whether a mask hides them differs between kernels.
     A float mask (an argument whose name ends in ``mask``) may hold ``-inf``, which blocks,
-    and so may the arrays named in ``minus_inf_ok`` (e.g. the maxima ``m`` of softmax states).
+    and so may the arrays named in ``minus_inf_ok``, a dict ``{name: what -inf means}`` (e.g.
+    the maxima ``m`` of softmax states: ``{"m1": "an empty state"}``). ``who`` names the
+    function family in the message. Default: ``minus_inf_ok=None``, ``who="attention"``.
     """
+    minus_inf_ok = minus_inf_ok or {}
     for name, x in arrays.items():
         if x is None or all_finite(xp, x):
             continue
@@ -278,13 +281,52 @@ def check_finite(xp, *, minus_inf_ok=(), **arrays) -> None:
         first = tuple(int(i) for i in np.argwhere(np.asarray(_to_numpy(bad)))[0])
         value = float(x[first])
         what = ("finite values and -inf (-inf blocks a key)" if is_mask else
-                "finite values and -inf (an empty state)" if minus_inf else "finite numbers")
+                f"finite values and -inf ({minus_inf_ok[name]})" if minus_inf else "finite numbers")
         fix = ("to block a key use -inf there, or a bool mask" if is_mask else
                "fix the computation that produced it; to leave a position out, mask it instead")
         raise ValueError(
             f"{name} holds {count} non-finite value(s) ({value} at index {first}, shape "
-            f"{fmt_shape(x.shape)}); attention accepts only {what}, since NaN and inf turn "
+            f"{fmt_shape(x.shape)}); {who} accepts only {what}, since NaN and inf turn "
             f"whole rows of the output into NaN; {fix}")
+
+
+def check_token_ids(name: str, ids, vocab_size=None, *, min_length: int = 0) -> None:
+    """Check token ids for a model: an integer torch tensor ``(N, L)`` with ``L >= min_length``
+    and, when ``vocab_size`` is given, every id in ``[0, vocab_size - 1]`` (an id of -1 would
+    otherwise wrap to the last row of the embedding table). The errors name ``name``.
+
+    Inside ``torch.func.vmap`` no value can be read back to Python, so the range is not
+    checked there (the shapes and dtype are).
+    """
+    if not is_torch(ids):
+        raise TypeError(f"{name} must be a torch tensor of token ids (N, L), got {type(ids).__name__}; "
+                        f"convert it with torch.as_tensor({name}, dtype=torch.long)")
+    if ids.ndim != 2:
+        raise ValueError(f"{name} has shape {fmt_shape(ids.shape)}; it must be (N, L) token ids, e.g. "
+                         f"{name}[None, :] for one sequence or {name}[:, None] for one token per sequence")
+    if ids.shape[1] < min_length:
+        raise ValueError(f"{name} is empty: it has shape {fmt_shape(ids.shape)}, no token in any sequence; "
+                         f"pass at least {min_length} token id(s) per sequence (e.g. a start token)")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == _torch().bool:
+        raise TypeError(f"{name} has dtype {ids.dtype}; token ids must be integers: pass {name}.long()")
+    if vocab_size is None or ids.numel() == 0:
+        return
+    try:
+        lo, hi = (int(x) for x in ids.aminmax())
+    except RuntimeError:  # inside torch.func.vmap: a value cannot be read back
+        return
+    if lo < 0 or hi >= vocab_size:
+        bad = lo if lo < 0 else hi
+        where = tuple((ids == bad).nonzero()[0].tolist())
+        raise ValueError(f"{name} holds the token id {bad} at index {where} (shape {fmt_shape(ids.shape)}); "
+                         f"token ids must lie in [0, vocab_size - 1] = [0, {vocab_size - 1}]: map unknown "
+                         f"tokens to a valid id, or build the model with a larger vocab_size")
+
+
+def _torch():
+    import torch
+
+    return torch
 
 
 def _to_numpy(x):

@@ -209,7 +209,9 @@ def online_softmax_merge(m1, l1, acc1, m2, l2, acc2):
     a1, a2 = xp.exp(m1 - m_safe), xp.exp(m2 - m_safe)  # (N..., L)
     l, acc = a1 * l1 + a2 * l2, a1[..., None] * acc1 + a2[..., None] * acc2  # (N..., L), (N..., L, Ev)
     if not all_finite(xp, l, acc):  # a NaN or inf in any input reaches l or acc
-        check_finite(xp, m1=m1, l1=l1, acc1=acc1, m2=m2, l2=l2, acc2=acc2, minus_inf_ok=("m1", "m2"))
+        empty = "m = -inf is an empty state"
+        check_finite(xp, m1=m1, l1=l1, acc1=acc1, m2=m2, l2=l2, acc2=acc2, minus_inf_ok=dict(m1=empty, m2=empty),
+                     who="online_softmax_merge")
         raise ValueError("online_softmax_merge: l or acc overflowed although every input is finite; "
                          "merge states whose m is the true maximum of their scores (l <= the number of keys)")
     return m, l, acc

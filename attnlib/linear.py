@@ -23,7 +23,7 @@ the mean of the values) and drift apart as softmax attention gets peaked, becaus
 from __future__ import annotations
 
 
-from ._array import compute_dtype, namespace
+from ._array import all_finite, check_finite, check_float, compute_dtype, namespace
 from ._shared import causal_kernel_attention, check_kernel_args, safe_divide
 
 __all__ = ["linear_attention", "elu_feature_map"]
@@ -44,6 +44,13 @@ def elu_feature_map(x):
         >>> al.elu_feature_map(np.array([-1.0, 0.0, 2.0]))   # [0.368, 1., 3.]
     """
     xp = namespace(x=x)
+    check_float(xp, "x", x)
+    if not all_finite(xp, x):  # NaN and inf are refused, as by the attention functions
+        check_finite(xp, x=x, who="elu_feature_map")
+    return _elu_plus_one(xp, x)
+
+
+def _elu_plus_one(xp, x):
     return xp.where(x > 0, x + 1, xp.exp(xp.minimum(x, 0.0)))
 
 
@@ -71,8 +78,8 @@ def linear_attention(q, k, v, *, is_causal=False, chunk_size=64):
     xp, is_causal, chunk_size = check_kernel_args("linear_attention", q, k, v, is_causal, chunk_size)
     out_dtype, ct = q.dtype, compute_dtype(xp, q)
     q, k, v = xp.astype(q, ct), xp.astype(k, ct), xp.astype(v, ct)
-    fq = elu_feature_map(_lift(xp, q, axis=(-1,)))  # (N..., L, E)
-    fk = elu_feature_map(_lift(xp, k, axis=(-2, -1)))  # (N..., S, E)
+    fq = _elu_plus_one(xp, _lift(xp, q, axis=(-1,)))  # (N..., L, E)
+    fk = _elu_plus_one(xp, _lift(xp, k, axis=(-2, -1)))  # (N..., S, E)
     if not is_causal:
         kv = fk.mT @ v  # (N..., E, S) @ (N..., S, Ev) -> (N..., E, Ev)
         z = xp.sum(fk, axis=-2)[..., None]  # (N..., E, 1)

@@ -31,7 +31,7 @@ import math
 import numpy as np
 from array_api_compat import device as _device
 
-from ._array import check_positive_int, check_scale, compute_dtype, namespace
+from ._array import all_finite, check_finite, check_float, check_positive_int, check_scale, compute_dtype, fmt_shape, namespace
 from ._shared import causal_kernel_attention, check_kernel_args, safe_divide
 
 __all__ = ["random_projection", "performer_feature_map", "random_feature_attention"]
@@ -98,6 +98,14 @@ def performer_feature_map(x, projection):
         >>> est = al.performer_feature_map(q / 2, W) @ al.performer_feature_map(k / 2, W).mT
     """
     xp = namespace(x=x, projection=projection)
+    for name, a in (("x", x), ("projection", projection)):
+        check_float(xp, name, a)
+    if x.ndim < 1 or projection.ndim != 2 or projection.shape[1] != x.shape[-1]:
+        raise ValueError(f"x has shape {fmt_shape(x.shape)} and projection {fmt_shape(projection.shape)}: the "
+                         f"projection must be (m, E) with E = x.shape[-1], e.g. "
+                         f"al.random_projection(m, x.shape[-1], like=x)")
+    if not all_finite(xp, x, projection):  # NaN and inf are refused, as by the attention functions
+        check_finite(xp, x=x, projection=projection, who="performer_feature_map")
     m = projection.shape[0]
     wx = x @ projection.mT  # (N..., L, E) @ (E, m) -> (N..., L, m)
     half_sq = xp.sum(x * x, axis=-1, keepdims=True) / 2  # (N..., L, 1)

@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 from array_api_compat import device as _device
 
-from ._array import check_flag, check_positive_int, check_scale, fmt_shape, is_torch
+from ._array import check_flag, check_positive_int, check_scale, check_size, fmt_shape, is_torch
 from ._shared import causal_tile, check_finite_qkv, check_has_keys, online_finish, online_update
 from .devices import to_device
 from .flash import online_softmax_merge
@@ -57,6 +57,7 @@ def shard_bounds(n, P):
 
         >>> al.shard_bounds(10, 4)   # [(0, 3), (3, 6), (6, 8), (8, 10)]
     """
+    n, P = check_size("n", n), check_positive_int(P, "P")
     sizes = [n // P + (1 if p < n % P else 0) for p in range(P)]
     starts = [sum(sizes[:p]) for p in range(P)]
     return [(s, s + z) for s, z in zip(starts, sizes)]
@@ -76,6 +77,7 @@ def ring_schedule(P):
 
         >>> al.ring_schedule(3)   # [[0, 1, 2], [2, 0, 1], [1, 2, 0]]
     """
+    P = check_positive_int(P, "P")
     return [[(p - t) % P for p in range(P)] for t in range(P)]
 
 

@@ -11,7 +11,7 @@ from numbers import Integral
 
 import numpy as np
 
-from ._array import check_float, compute_dtype, fmt_shape, namespace
+from ._array import all_finite, check_finite, check_float, compute_dtype, fmt_shape, namespace
 
 __all__ = ["softmax", "masked_softmax"]
 
@@ -48,12 +48,21 @@ def softmax(x, axis=-1):
                         f"first, e.g. the last two: softmax(x.reshape(*x.shape[:-2], -1)).reshape(x.shape))")
     axis = int(axis)
     if x.ndim == 0:  # a single number: softmax over one element is 1
+        check_finite(xp, x=x, minus_inf_ok=dict(x="-inf gets weight 0"), who="softmax")
         return xp.ones_like(x)
     if not -x.ndim <= axis < x.ndim:
         raise ValueError(f"axis={axis} is out of range for x of shape {fmt_shape(x.shape)}; "
                          f"pass an axis in [-{x.ndim}, {x.ndim - 1}]")
     if x.shape[axis] == 0:
         return xp.asarray(x, copy=True)
+    out = _softmax(xp, x, axis)
+    if not all_finite(xp, out):  # NaN or +inf in x: refused, never a NaN result
+        check_finite(xp, x=x, minus_inf_ok=dict(x="-inf gets weight 0"), who="softmax")
+    return out
+
+
+def _softmax(xp, x, axis):
+    """The stable softmax of a floating array along ``axis``, in ``x``'s dtype."""
     dtype = x.dtype
     x = xp.astype(x, compute_dtype(xp, x), copy=False)  # float16/bfloat16 -> float32
     m = xp.max(x, axis=axis, keepdims=True)
@@ -110,7 +119,11 @@ def masked_softmax(scores, mask):
     if len(shape) and shape[-1] == 0:
         return xp.zeros(shape, dtype=scores.dtype, **_device_kw(scores))
     blocked = xp.asarray(-xp.inf, dtype=scores.dtype, **_device_kw(scores))
-    return softmax(xp.where(mask, scores, blocked), axis=-1)  # all -inf row -> zeros
+    visible = xp.where(mask, scores, blocked)  # the blocked scores take no part at all
+    out = _softmax(xp, visible, axis=-1)  # a row with nothing visible (all -inf) gives zeros
+    if not all_finite(xp, out):  # NaN or +inf among the visible scores: refused, never NaN
+        check_finite(xp, scores=visible, minus_inf_ok=dict(scores="-inf gets weight 0"), who="masked_softmax")
+    return out
 
 
 def _device_kw(x) -> dict:

@@ -29,12 +29,15 @@ hidden width ``d_ff``.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
+from numbers import Real
 
 import numpy as np
 from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
+from ._array import all_finite, check_finite, check_float, check_positive_int, check_size, fmt_shape, namespace
 from .multihead import multi_head_attention
 
 __all__ = ["layer_norm", "feed_forward", "sinusoidal_positional_encoding", "BlockParams",
@@ -74,14 +77,23 @@ def layer_norm(x, weight=None, bias=None, *, eps: float = 1e-5):
         >>> layer_norm(np.array([[1.0, 2.0, 3.0]])).round(4)
         array([[-1.2247,  0.    ,  1.2247]])
     """
-    xp = array_namespace(x)
+    xp = namespace(x=x)
+    check_float(xp, "x", x)
+    if isinstance(eps, bool) or not isinstance(eps, Real) or not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"eps must be a small positive number (1e-5 in torch.nn.LayerNorm), got {eps!r}")
+    weight, bias = (None if a is None else _like(a, x) for a in (weight, bias))
+    for name, a in (("weight", weight), ("bias", bias)):
+        if a is not None and tuple(a.shape) != (x.shape[-1],):
+            raise ValueError(f"{name} has shape {fmt_shape(a.shape)} but x has shape {fmt_shape(x.shape)}: "
+                             f"{name} must be (d,) = ({x.shape[-1]},), one number per feature")
     mean = xp.mean(x, axis=-1, keepdims=True)  # (..., 1)
     var = xp.var(x, axis=-1, keepdims=True)    # (..., 1), biased as in torch
     y = (x - mean) / xp.sqrt(var + eps)        # (..., d)
     if weight is not None:
-        y = y * _like(weight, x)
+        y = y * weight
     if bias is not None:
-        y = y + _like(bias, x)
+        y = y + bias
+    _refuse_non_finite(xp, y, "layer_norm", x=x, weight=weight, bias=bias)
     return y
 
 
@@ -105,12 +117,24 @@ def feed_forward(x, w1, b1, w2, b2):
         raise ValueError(f"x has shape {tuple(x.shape)}, w1 {tuple(w1.shape)} and w2 "
                          f"{tuple(w2.shape)}: w1 must be (d_model, d_ff) and w2 (d_ff, d_model) "
                          f"with d_model = x.shape[-1] = {d_model}")
-    xp = array_namespace(x)
-    # (..., n, d_model) @ (d_model, d_ff) -> (..., n, d_ff)
-    hidden = x @ _like(w1, x) + _like(b1, x)
+    xp = namespace(x=x)
+    check_float(xp, "x", x)
+    w1, b1, w2, b2 = (_like(a, x) for a in (w1, b1, w2, b2))
+    hidden = x @ w1 + b1  # (..., n, d_model) @ (d_model, d_ff) -> (..., n, d_ff)
     hidden = xp.where(hidden > 0, hidden, xp.zeros_like(hidden))  # ReLU, (..., n, d_ff)
-    # (..., n, d_ff) @ (d_ff, d_model) -> (..., n, d_model)
-    return hidden @ _like(w2, x) + _like(b2, x)
+    out = hidden @ w2 + b2  # (..., n, d_ff) @ (d_ff, d_model) -> (..., n, d_model)
+    _refuse_non_finite(xp, out, "feed_forward", x=x, w1=w1, b1=b1, w2=w2, b2=b2)
+    return out
+
+
+def _refuse_non_finite(xp, out, who, **inputs):
+    """NaN and inf are refused: a ValueError naming the first non-finite input, or saying that
+    ``out`` overflowed although every input is finite."""
+    if all_finite(xp, out):
+        return
+    check_finite(xp, who=who, **inputs)
+    raise ValueError(f"{who}: the output overflowed {out.dtype} although every input is finite; scale "
+                     f"the inputs down or compute in a wider dtype")
 
 
 def sinusoidal_positional_encoding(n: int, d_model: int, *, base: float = 10000.0, like=None):
@@ -135,9 +159,12 @@ def sinusoidal_positional_encoding(n: int, d_model: int, *, base: float = 10000.
         >>> sinusoidal_positional_encoding(4, 6).shape
         (4, 6)
     """
+    n, d_model = check_size("n", n), check_size("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model must be even to pair sin and cos features, got d_model = "
                          f"{d_model}; use an even width such as {d_model + 1}")
+    if isinstance(base, bool) or not isinstance(base, Real) or not (base > 0 and math.isfinite(base)):
+        raise ValueError(f"base must be a positive number, and finite (10000.0 in the paper), got {base!r}")
     pos = np.arange(n, dtype=np.float64)[:, None]                           # (n, 1)
     freq = base ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)  # (d_model / 2,)
     angle = pos * freq                                 # (n, 1) * (d_model / 2,) -> (n, d_model / 2)
@@ -211,12 +238,11 @@ def init_block_params(d_model: int, num_heads: int, d_ff: int | None = None, *,
         >>> init_block_params(16, 4).w1.shape
         (16, 64)
     """
-    if not isinstance(num_heads, int) or num_heads < 1:
-        raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
+    d_model, num_heads = check_positive_int(d_model, "d_model"), check_positive_int(num_heads, "num_heads")
     if d_model % num_heads:
         raise ValueError(f"d_model = {d_model} is not divisible by num_heads = {num_heads}; "
                          "choose num_heads among the divisors of d_model")
-    d_ff = 4 * d_model if d_ff is None else d_ff
+    d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
     rng = np.random.default_rng(seed)
 
     def mat(fan_in, fan_out):
