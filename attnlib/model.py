@@ -34,6 +34,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ._array import check_token_ids
 from .attention import scaled_dot_product_attention
 from .transformer import sinusoidal_positional_encoding  # chapter 5's table, the one sin/cos table
 
@@ -248,6 +249,7 @@ class GPT(nn.Module):
             the list of ``(k, v)``: ``logits``, ``(logits, weights)``, ``(logits, kv)`` or
             ``(logits, weights, kv)``.
         """
+        check_token_ids("idx", idx, self.cfg.vocab_size)
         N, L = idx.shape
         start = 0 if past_kv is None else past_kv[0][0].shape[-2]
         if start + L > self.cfg.context_length:
