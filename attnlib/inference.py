@@ -25,10 +25,12 @@ right (:func:`attnlib.causal_mask` with ``align="lower_right"``); the default
 from __future__ import annotations
 
 import dataclasses
+import math
+from numbers import Real
 
 import torch
 
-from ._array import check_size
+from ._array import check_size, check_token_ids
 from .attention import scaled_dot_product_attention
 from .masks import causal_mask
 from .model import GPT, CausalSelfAttention, GPTConfig
@@ -95,7 +97,7 @@ def extend(model, tokens, cache: KVCache):
     Returns:
         logits ``(N, L, V)`` of the token after each new one.
     """
-    _check_tokens("tokens", tokens)
+    _check_tokens("tokens", tokens, model)
     L, S0 = tokens.shape[1], cache.length
     if S0 and tokens.shape[0] != cache.layers[0][0].shape[0]:
         raise ValueError(f"tokens has shape {tuple(tokens.shape)} (N = {tokens.shape[0]} sequences) but "
@@ -107,17 +109,9 @@ def extend(model, tokens, cache: KVCache):
     return logits
 
 
-def _check_tokens(name, tokens):
-    """Token ids must be an integer (N, L) tensor with L >= 1."""
-    if not isinstance(tokens, torch.Tensor):
-        raise TypeError(f"{name} must be a torch tensor of token ids (N, L), got {type(tokens).__name__}; "
-                        f"convert it with torch.as_tensor({name}, dtype=torch.long)")
-    if tokens.ndim != 2 or tokens.shape[1] < 1:
-        raise ValueError(f"{name} has shape {tuple(tokens.shape)}; it must be (N, L) token ids with "
-                         f"L >= 1, e.g. {name}[:, None] for one token per sequence")
-    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-        raise TypeError(f"{name} has dtype {tokens.dtype}; token ids must be integers: pass "
-                        f"{name}.long()")
+def _check_tokens(name, tokens, model):
+    """Token ids must be an integer (N, L) tensor with L >= 1, each id below the model's vocab_size."""
+    check_token_ids(name, tokens, getattr(getattr(model, "cfg", None), "vocab_size", None), min_length=1)
 
 
 def _check_length(model, total, what):
@@ -141,6 +135,7 @@ def prefill(model, prompt, cache: KVCache, *, chunk_size=None):
     Returns:
         the logits ``(N, L0, V)`` of the whole prompt.
     """
+    _check_tokens("prompt", prompt, model)
     L0 = prompt.shape[1]
     chunk = L0 if chunk_size is None else check_size("chunk_size", chunk_size)
     if chunk < 1:
@@ -173,7 +168,7 @@ def generate(model, prompt, n_new, *, use_cache=True, chunk_size=None):
         True
     """
     n_new = check_size("n_new", n_new)
-    _check_tokens("prompt", prompt)
+    _check_tokens("prompt", prompt, model)
     # the last model call sees the prompt and all generated tokens but the last one
     _check_length(model, prompt.shape[1] + max(n_new - 1, 0),
                   f"a prompt of {prompt.shape[1]} tokens + {n_new} new ones - 1")
@@ -276,23 +271,31 @@ def kv_cache_bytes(num_layers, num_kv_heads, d_head, *, dtype="float16", tokens=
     n = 2
     for name, value in sizes.items():
         n *= check_size(name, value)
-    if isinstance(dtype, torch.dtype):
-        b = torch.empty((), dtype=dtype).element_size()
-    elif hasattr(dtype, "itemsize") or (isinstance(dtype, type) and hasattr(dtype, "__array__")):
-        import numpy as np  # a NumPy dtype or scalar type, e.g. np.float16
+    b = _bytes_per_number(dtype)
+    total = n * b
+    return int(total) if float(total).is_integer() else total
 
-        b = np.dtype(dtype).itemsize
-    elif isinstance(dtype, str):
+
+def _bytes_per_number(dtype):
+    """The bytes per stored number that ``dtype`` names (see :func:`kv_cache_bytes`)."""
+    import numpy as np
+
+    if isinstance(dtype, torch.dtype):
+        return torch.empty((), dtype=dtype).element_size()
+    if isinstance(dtype, str):
         if dtype not in DTYPE_BYTES:
             raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPE_BYTES)}, a torch "
                              f"dtype or a number of bytes")
-        b = DTYPE_BYTES[dtype]
-    elif isinstance(dtype, (int, float)) and not isinstance(dtype, bool) and dtype > 0:
-        b = dtype
-    else:
-        raise TypeError(f"dtype must be a name, a torch dtype or a positive number of bytes, got {dtype!r}")
-    total = n * b
-    return int(total) if float(total).is_integer() else total
+        return DTYPE_BYTES[dtype]
+    if isinstance(dtype, Real) and not isinstance(dtype, (bool, np.bool_)):  # a number of bytes
+        if not (math.isfinite(dtype) and dtype > 0):
+            raise ValueError(f"dtype={dtype!r} as a number of bytes per stored number must be positive "
+                             f"and finite, e.g. dtype=2 for float16 or dtype=0.5 for int4")
+        return dtype
+    if isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
+        return np.dtype(dtype).itemsize  # a NumPy dtype or scalar type, e.g. np.float16
+    raise TypeError(f"dtype must be a name, a torch dtype, a NumPy dtype or a positive number of bytes, "
+                    f"got {dtype!r} of type {type(dtype).__name__}")
 
 
 class RotarySelfAttention(CausalSelfAttention):
