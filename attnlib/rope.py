@@ -21,9 +21,13 @@ runs in the other once its ``W_Q`` and ``W_K`` columns are permuted (chapter 8 c
 """
 from __future__ import annotations
 
+import math
 from numbers import Real
 
-from ._array import check_float, compute_dtype, fmt_shape, is_torch, namespace
+import numpy as np
+
+from ._array import all_finite, check_finite, check_float, compute_dtype, fmt_shape, is_torch, namespace
+from .devices import to_device
 
 __all__ = ["apply_rope", "rope_angles"]
 
@@ -40,6 +44,8 @@ def rope_angles(positions, d, *, base=10000.0, xp=None, device=None, dtype=None)
         the angles, shape ``(..., L, d/2)``; column ``i`` holds ``positions * base^(-2i/d)``.
     """
     xp = namespace(positions=positions) if xp is None else xp
+    _check_base(base)
+    _check_positions(xp, positions)
     dtype = xp.float64 if dtype is None else dtype
     i = xp.arange(d // 2, dtype=dtype, device=device)  # (d/2,) pair index
     inv_freq = base ** (-2.0 * i / d)  # (d/2,) theta_i = base^(-2i/d)
@@ -94,8 +100,7 @@ def apply_rope(x, positions=None, *, base=10000.0):
     if d % 2:
         raise ValueError(f"x has shape {fmt_shape(x.shape)}: its last dim d = {d} must be even, "
                          f"because RoPE rotates the features in d/2 pairs; use an even head size")
-    if isinstance(base, bool) or not isinstance(base, Real) or not base > 0:
-        raise ValueError(f"base must be a positive number (10000.0 in most models), got {base!r}")
+    _check_base(base)
     dev = getattr(x, "device", None)
     if positions is None:
         positions = xp.arange(L, device=dev)  # (L,)
@@ -103,8 +108,7 @@ def apply_rope(x, positions=None, *, base=10000.0):
         if is_torch(positions) and positions.device != x.device:
             raise ValueError(f"positions is on {positions.device} but x is on {x.device}; move it "
                              f"with positions.to('{x.device}')")
-        if not (xp.isdtype(positions.dtype, "integral") or xp.isdtype(positions.dtype, "real floating")):
-            raise TypeError(f"positions has dtype {positions.dtype}; pass integer or float positions")
+        _check_positions(xp, positions)
         target = tuple(x.shape[:-1])
         ok = positions.ndim <= len(target) and all(
             p in (1, t) for p, t in zip(reversed(tuple(positions.shape)), reversed(target)))
@@ -113,6 +117,13 @@ def apply_rope(x, positions=None, *, base=10000.0):
                              f"{fmt_shape(x.shape)} (N..., L, d): positions must broadcast to "
                              f"x.shape[:-1] = {fmt_shape(target)}, e.g. a ({L},) array of the rows' "
                              f"positions")
+        if 1 < positions.ndim < len(target) and any(p != 1 for p in positions.shape[:-1]):
+            fix = positions.shape[0:1] + (1,) * (len(target) - positions.ndim) + tuple(positions.shape[1:])
+            raise ValueError(f"positions has shape {fmt_shape(positions.shape)} and x {fmt_shape(x.shape)}: "
+                             f"positions would line up with the last {positions.ndim} dims of x.shape[:-1] "
+                             f"= {fmt_shape(target)} (e.g. with heads, not sequences); give positions as "
+                             f"many dims as x.shape[:-1], e.g. positions.reshape{fmt_shape(fix)} for one row "
+                             f"of positions per sequence")
     ct = compute_dtype(xp, x)
     xc = x if ct == x.dtype else xp.astype(x, ct)  # 16-bit floats are rotated in float32
     # angles in float64 (float32 on devices without it would also do): positions * theta
@@ -124,4 +135,25 @@ def apply_rope(x, positions=None, *, base=10000.0):
     x1, x2 = xc[..., : d // 2], xc[..., d // 2:]  # (N..., L, d/2) each: the two halves of every pair
     out = xp.concat([x1 * cos - x2 * sin,  # first halves:  x_i cos - x_{i+d/2} sin
                      x2 * cos + x1 * sin], axis=-1)  # second halves: x_{i+d/2} cos + x_i sin
+    if not all_finite(xp, out):  # NaN or inf in x (the positions are checked above): refused
+        check_finite(xp, x=x, who="apply_rope")
     return xp.astype(out, x.dtype) if out.dtype != x.dtype else out  # (N..., L, d)
+
+
+def _check_base(base):
+    """``base`` must be a positive, finite real number."""
+    if isinstance(base, bool) or not isinstance(base, Real) or not (base > 0 and math.isfinite(base)):
+        raise ValueError(f"base must be a positive number, and finite (10000.0 in most models), got {base!r}")
+
+
+def _check_positions(xp, positions):
+    """Positions must be integers or finite floats: a NaN or infinite angle rotates to NaN."""
+    if not (xp.isdtype(positions.dtype, "integral") or xp.isdtype(positions.dtype, "real floating")):
+        raise TypeError(f"positions has dtype {positions.dtype}; pass integer or float positions")
+    if xp.isdtype(positions.dtype, "real floating") and not all_finite(xp, positions):
+        bad = ~xp.isfinite(positions)
+        first = tuple(int(i) for i in np.argwhere(np.asarray(to_device(bad, "numpy")))[0])
+        raise ValueError(f"positions holds {int(xp.sum(xp.astype(bad, xp.int64)))} non-finite value(s) "
+                         f"({float(positions[first])} at index {first}, shape {fmt_shape(positions.shape)}); "
+                         f"a rotation by a NaN or infinite angle is NaN: pass finite positions, e.g. "
+                         f"the integers 0, 1, ..., L - 1")
