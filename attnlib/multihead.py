@@ -1,4 +1,5 @@
-"""Multi-head attention without biases, the seeds' ``Q = X W^Q`` convention.
+"""Multi-head attention without biases, in the ``Q = X W^Q`` convention of the course's source
+articles (weights act on the right, as in the chapters).
 
 The ``d_model`` features are split into ``h`` heads of ``d_head = d_model / h`` features;
 every head attends on its own (scale ``1/sqrt(d_head)``), the head outputs are concatenated
@@ -89,7 +90,8 @@ def multi_head_attention(query, key, value, num_heads, w_q, w_k, w_v, w_o, *, at
     if g != h:  # grouped-query: each key/value head serves h/g consecutive query heads
         k, v = repeat_kv(k, h // g), repeat_kv(v, h // g)  # (N..., g, S, d_head) -> (N..., h, S, d_head)
     res = scaled_dot_product_attention(q, k, v, attn_mask, is_causal=is_causal,
-                                       scale=1.0 / math.sqrt(d_head), return_weights=return_weights)
+                                       scale=1.0 / math.sqrt(d_head) if d_head else 1.0,  # (d_model = 0: as E = 0)
+                                       return_weights=return_weights)
     heads, weights = res if return_weights else (res, None)  # (N..., h, L, d_head)
     out = _merge_heads(xp, heads) @ w_o  # (N..., L, d_model) @ (d_model, d_model) -> (N..., L, d_model)
     return (out, weights) if return_weights else out

@@ -9,7 +9,7 @@ What is here, each a few lines:
 * :func:`sinusoidal_positional_encoding` - the sin/cos table of Vaswani et al. (2017).
 * :class:`BlockParams`, :func:`init_block_params` and :func:`transformer_block` - one
   encoder-style block, either **post-LN** (``norm="post"``, the original paper and
-  the diagram in the seeds: ``x = LN(x + Attn(x)); x = LN(x + FFN(x))``) or **pre-LN**
+  the diagram in the course's source articles: ``x = LN(x + Attn(x)); x = LN(x + FFN(x))``) or **pre-LN**
   (``norm="pre"``, used by GPT-2 and most current models:
   ``x = x + Attn(LN(x)); x = x + FFN(LN(x))``).
 * :func:`torch_multihead_attention` and :func:`torch_encoder_layer` - the same weights
@@ -93,7 +93,10 @@ def layer_norm(x, weight=None, bias=None, *, eps: float = 1e-5):
         y = y * weight
     if bias is not None:
         y = y + bias
-    _refuse_non_finite(xp, y, "layer_norm", x=x, weight=weight, bias=bias)
+    if not all_finite(xp, y):  # NaN and inf are refused, naming the input
+        check_finite(xp, who="layer_norm", x=x, weight=weight, bias=bias)
+        raise ValueError(f"layer_norm: x (shape {fmt_shape(x.shape)}) is finite but its spread overflowed "
+                         f"{x.dtype}; scale x down or compute in a wider dtype")
     return y
 
 
@@ -120,21 +123,11 @@ def feed_forward(x, w1, b1, w2, b2):
     xp = namespace(x=x)
     check_float(xp, "x", x)
     w1, b1, w2, b2 = (_like(a, x) for a in (w1, b1, w2, b2))
+    if not all_finite(xp, x, w1, b1, w2, b2):  # checked directly: the ReLU turns a NaN into 0
+        check_finite(xp, who="feed_forward", x=x, w1=w1, b1=b1, w2=w2, b2=b2)
     hidden = x @ w1 + b1  # (..., n, d_model) @ (d_model, d_ff) -> (..., n, d_ff)
     hidden = xp.where(hidden > 0, hidden, xp.zeros_like(hidden))  # ReLU, (..., n, d_ff)
-    out = hidden @ w2 + b2  # (..., n, d_ff) @ (d_ff, d_model) -> (..., n, d_model)
-    _refuse_non_finite(xp, out, "feed_forward", x=x, w1=w1, b1=b1, w2=w2, b2=b2)
-    return out
-
-
-def _refuse_non_finite(xp, out, who, **inputs):
-    """NaN and inf are refused: a ValueError naming the first non-finite input, or saying that
-    ``out`` overflowed although every input is finite."""
-    if all_finite(xp, out):
-        return
-    check_finite(xp, who=who, **inputs)
-    raise ValueError(f"{who}: the output overflowed {out.dtype} although every input is finite; scale "
-                     f"the inputs down or compute in a wider dtype")
+    return hidden @ w2 + b2  # (..., n, d_ff) @ (d_ff, d_model) -> (..., n, d_model)
 
 
 def sinusoidal_positional_encoding(n: int, d_model: int, *, base: float = 10000.0, like=None):
@@ -266,8 +259,8 @@ def self_attention(x, p: BlockParams, *, attn_mask=None, is_causal=False):
     Args:
         x: ``(..., n, d_model)``, NumPy or torch (CPU or CUDA).
         p: the block's weights; uses ``w_q, w_k, w_v, w_o`` and ``num_heads``.
-        attn_mask: bool mask, True = may attend, broadcastable to ``(..., n, n)``.
-            Default: ``None``.
+        attn_mask: bool mask (True = may attend) or float mask (added to the scores),
+            broadcastable to ``(..., n, n)``. Default: ``None``.
         is_causal: apply a causal mask. Default: ``False``.
 
     Returns:
@@ -301,15 +294,14 @@ def transformer_block(x, params: BlockParams, *, norm: str = "post", attn_mask=N
         x: ``(..., n, d_model)``, NumPy or torch (CPU or CUDA).
         params: the weights, e.g. from :func:`init_block_params`.
         norm: ``"post"`` for post-LN, ``x = LN(x + Attn(x)); x = LN(x + FFN(x))`` (the
-            original paper, the seeds' diagram); ``"pre"`` for pre-LN,
-            ``x = x + Attn(LN(x)); x = x + FFN(LN(x))`` (the same word as
+            original paper and the diagram of the course's source articles); ``"pre"`` for
+            pre-LN, ``x = x + Attn(LN(x)); x = x + FFN(LN(x))`` (the same word as
             :class:`attnlib.model.GPTConfig`'s ``norm``). Default: ``"post"``.
-        attn_mask: bool mask, True = may attend, broadcastable to ``(..., n, n)``.
-            Default: ``None``.
-        is_causal: apply a causal mask. Default: ``False``.
+        attn_mask, is_causal: the attention's mask and causal flag, passed to
+            :func:`self_attention`. Default: ``None`` and ``False``.
 
     Returns:
-        ``(..., n, d_model)``, in ``x``'s array type, dtype and device.
+        the block's output, the same shape, array type, dtype and device as ``x``.
 
     Example::
 
