@@ -71,9 +71,11 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, *, is_causal=False, sc
       and says where the first bad value sits. They cannot give a meaningful answer
       (``inf - inf`` and ``0 * inf`` are NaN), and whether a mask hides them differs between
       kernels (a masked-out NaN key was ignored by NumPy's ``where`` but spread by torch's
-      kernel), so refusing them everywhere is the one behaviour every path can share. A
-      float mask may hold ``-inf`` (it blocks). Scores that overflow to inf (e.g. huge
-      inputs in float16) raise too: attnlib never returns NaN silently.
+      kernel), so refusing them everywhere is the one behaviour every path can share: also
+      an infinite entry of q or k whose scores come out exactly ``-inf`` (which would
+      silently drop a key), and NaN where the output would not show it. A float mask may
+      hold ``-inf`` (it blocks). Scores that overflow to inf (e.g. huge inputs in float16)
+      raise too: attnlib never returns NaN silently.
 
     Example::
 

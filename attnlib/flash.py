@@ -120,8 +120,22 @@ _BLOCK_GPU = 1024
 
 def default_block_size(q) -> int:
     """The tile size :func:`flash_attention` uses when ``block_size=None``: the one place it
-    is chosen, by the library and device of ``q`` (512 on the CPU, NumPy or torch; 1024 on
-    other torch devices). See the comment above for the measurements behind it."""
+    is chosen, by the library and device of ``q``. See the comment above for the
+    measurements behind it.
+
+    Args:
+        q: the queries, ``(N..., L, E)``, a NumPy array or torch tensor (only its library and
+            device are read).
+
+    Returns:
+        an int: 512 on the CPU (NumPy or torch), 1024 on other torch devices.
+
+    Example::
+
+        >>> from attnlib.flash import default_block_size
+        >>> default_block_size(np.zeros((8, 4)))
+        512
+    """
     dev = getattr(q, "device", None)
     if is_torch(q) and getattr(dev, "type", "cpu") != "cpu":
         return _BLOCK_GPU
@@ -158,12 +172,15 @@ def attention_state(q, k, v, *, scale=None):
 
     Args:
         q: shape ``(N..., L, E)``; k: ``(N..., S, E)``; v: ``(N..., S, Ev)``.
-        scale: Default: ``None`` (``1 / sqrt(E)``).
+        scale: multiplies the scores q·k. Default: ``None`` (``1 / sqrt(E)``).
 
     Returns:
         ``(m, l, acc)``: the row maximum of the scores ``(N..., L)``, the sum of
         ``exp(score - m)`` ``(N..., L)`` and the unnormalised output ``(N..., L, Ev)``;
-        ``acc / l[..., None]`` is the attention output over this block.
+        ``acc / l[..., None]`` is the attention output over this block. With no key
+        (``S = 0``) the empty state ``(-inf, 0, 0)``, which :func:`online_softmax_merge`
+        leaves unchanged. NaN or inf in q, k, v raise a ValueError naming the input, as in
+        :func:`attnlib.scaled_dot_product_attention`.
 
     Example::
 
@@ -197,7 +214,8 @@ def online_softmax_merge(m1, l1, acc1, m2, l2, acc2):
 
     Returns:
         ``(m, l, acc)`` with the same shapes. A row with ``m = -inf`` in both (nothing
-        to attend to) stays ``(-inf, 0, 0)``.
+        to attend to) stays ``(-inf, 0, 0)``. NaN or inf in a state (``m`` may be ``-inf``)
+        raise a ValueError naming it.
 
     Example::
 

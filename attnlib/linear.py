@@ -37,7 +37,8 @@ def elu_feature_map(x):
         x: a floating NumPy array or torch tensor of any shape, e.g. ``q`` ``(N..., L, E)``.
 
     Returns:
-        ``phi(x)``, same shape, type, dtype and device.
+        ``phi(x)``, same shape, type, dtype and device. NaN or inf in ``x`` raise a
+        ValueError naming ``x``.
 
     Example::
 

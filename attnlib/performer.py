@@ -90,7 +90,8 @@ def performer_feature_map(x, projection):
             and device as ``x``).
 
     Returns:
-        phi: ``(N..., L, m)``, all entries > 0 (in exact arithmetic).
+        phi: ``(N..., L, m)``, all entries > 0 (in exact arithmetic). NaN or inf in ``x``
+        or ``projection`` raise a ValueError naming it.
 
     Example::
 
@@ -130,7 +131,8 @@ def random_feature_attention(q, k, v, num_features=256, *, is_causal=False, scal
     Returns:
         out: ``(N..., L, Ev)``, an estimate of
         ``scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)``;
-        never NaN (a row whose features all underflow gets zeros).
+        never NaN (a row whose features all underflow gets zeros). NaN or inf in q, k, v
+        raise a ValueError naming the input; so do ``S = 0`` and ``E = 0``.
 
     Example::
 

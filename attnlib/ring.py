@@ -178,14 +178,15 @@ def ring_attention_simulated(q, k, v, num_devices, *, is_causal=False, scale=Non
         is_causal: query ``i`` sees keys ``j <= i`` (global positions, top-left
             aligned); a device skips the computation on blocks wholly in the future.
             Default: ``False``.
-        scale: Default: ``None`` (``1 / sqrt(E)``).
+        scale: multiplies the scores q·k. Default: ``None`` (``1 / sqrt(E)``).
         return_trace: also return the list of :class:`RingStep` events
             ``(step, device, block, computed, pairs)``. Default: ``False``.
         layout: how queries and keys are split over the devices, ``"contiguous"`` or
             ``"zigzag"`` (see :func:`shard_parts`). Default: ``"contiguous"``.
 
     Returns:
-        out: ``(N..., L, Ev)`` (and the trace when asked).
+        out: ``(N..., L, Ev)`` (and the trace when asked). NaN or inf in q, k, v raise a
+        ValueError naming the input, as in :func:`attnlib.scaled_dot_product_attention`.
 
     Example::
 
@@ -255,14 +256,16 @@ def ring_attention_distributed(q, k, v, world_size, *, is_causal=False, scale=No
             torch tensors (they are sent to the workers as NumPy; the result comes back
             in the caller's library, dtype and device).
         world_size: P, the number of processes (``<= min(L, S)``).
-        is_causal: Default: ``False``.
-        scale: Default: ``None`` (``1 / sqrt(E)``).
+        is_causal: query ``i`` sees keys ``j <= i`` (top-left aligned). Default: ``False``.
+        scale: multiplies the scores q·k. Default: ``None`` (``1 / sqrt(E)``).
         timeout: seconds to wait for all processes, start-up included. Default: ``60``.
 
     Returns:
         out: ``(N..., L, Ev)``.
 
     Raises:
+        ValueError: NaN or inf in q, k or v (checked before any process starts), ``S = 0``,
+            or more processes than queries or keys.
         RuntimeError: a process failed (to start, to join the process group, or while
             computing); the message names the rank and quotes its error.
         TimeoutError: the processes did not all finish within ``timeout`` seconds.

@@ -29,7 +29,8 @@ def softmax(x, axis=-1):
 
     Returns:
         an array of ``x``'s type, dtype, device and shape whose slices along ``axis`` are
-        non-negative and sum to 1; a slice that is all ``-inf`` gives zeros.
+        non-negative and sum to 1; a slice that is all ``-inf`` gives zeros. NaN and ``+inf``
+        in ``x`` raise a ValueError naming ``x`` (their softmax would be NaN).
 
     Example::
 
@@ -90,7 +91,7 @@ def masked_softmax(scores, mask):
 
     Returns:
         the weights, ``scores``' shape broadcast with ``mask``'s, dtype and device of
-        ``scores``.
+        ``scores``. NaN or ``+inf`` in an allowed score raise a ValueError naming ``scores``.
 
     Example::
 

@@ -127,7 +127,7 @@ def sliding_window_attention(q, k, v, *, window, num_global=0, is_causal=False, 
         num_global: the first ``num_global`` tokens attend to, and are attended by,
             every position. Default: ``0``.
         is_causal: also require ``j <= i``. Default: ``False``.
-        scale: Default: ``None`` (``1 / sqrt(E)``).
+        scale: multiplies the scores q·k. Default: ``None`` (``1 / sqrt(E)``).
         block_size: queries per block. Default: ``128``.
 
     Returns:
