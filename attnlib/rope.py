@@ -36,9 +36,13 @@ def rope_angles(positions, d, *, base=10000.0, xp=None, device=None, dtype=None)
     r"""The rotation angles ``positions[..., None] * base^(-2i/d)`` for ``i < d/2``.
 
     Args:
-        positions: token positions, an array of shape ``(..., L)`` (ints or floats).
+        positions: token positions, an array of shape ``(..., L)`` (ints or finite floats).
         d: the (even) feature size that is rotated.
-        base: the base of the geometric frequencies. Default: ``10000.0``.
+        base: the base of the geometric frequencies, a positive finite number.
+            Default: ``10000.0``.
+        xp: the array namespace to compute in. Default: ``None`` (that of ``positions``).
+        device: where the angles are made. Default: ``None`` (the namespace's default).
+        dtype: the angles' dtype. Default: ``None`` (float64).
 
     Returns:
         the angles, shape ``(..., L, d/2)``; column ``i`` holds ``positions * base^(-2i/d)``.
@@ -71,20 +75,24 @@ def apply_rope(x, positions=None, *, base=10000.0):
     Args:
         x: queries or keys of shape ``(N..., L, d)`` with ``d`` even; NumPy or torch, any
             real floating dtype (16-bit floats are rotated in float32 and cast back).
-        positions: the position of each of the ``L`` rows, shape ``(L,)`` or any shape
-            that broadcasts to ``(N..., L)`` (e.g. ``(N, L)``: one offset per sequence).
-            Integers or floats, same library as ``x``. Default: ``None``
+        positions: the position of each of the ``L`` rows, shape ``(L,)`` (shared by every
+            sequence and head) or with as many dims as ``x.shape[:-1]`` and broadcasting to
+            it (e.g. ``(N, L)`` for ``x`` of ``(N, L, d)``, ``(N, 1, L)`` for ``(N, h, L, d)``:
+            one offset per sequence). Integers or finite floats, same library as ``x``.
+            Default: ``None``
             (``0, 1, ..., L-1``). When decoding against a cache, pass the absolute
             positions of the new tokens (``S_cached + arange(L)``), not ``arange(L)``.
-        base: the base of the frequencies ``theta_i = base^(-2i/d)``, a positive number.
-            Default: ``10000.0``.
+        base: the base of the frequencies ``theta_i = base^(-2i/d)``, a positive finite
+            number. Default: ``10000.0``.
 
     Returns:
         an array like ``x`` (shape ``(N..., L, d)``, dtype, library and device).
 
     Raises:
         ValueError: ``d`` is odd, ``x`` has fewer than 2 dims, ``positions`` does not
-            broadcast to ``x.shape[:-1]``, or ``base`` is not positive.
+            broadcast to ``x.shape[:-1]`` or has 2 or more dims but fewer than it (a
+            ``(N, L)`` array would line up with the heads of ``(N, h, L, d)``), NaN or inf in
+            ``x`` or ``positions``, or ``base`` is not a positive finite number.
 
     Example::
 
