@@ -132,6 +132,14 @@ def prefill(model, prompt, cache: KVCache, *, chunk_size=None):
     ``(L, S)`` score matrix of one call; each chunk attends to the cache with a
     lower-right mask, so the result is the same.
 
+    Args:
+        model: a :class:`attnlib.model.GPT` (as in :func:`extend`).
+        prompt: token ids ``(N, L0)``, a long tensor, ``L0 >= 1``, each id below the model's
+            ``vocab_size``.
+        cache: the :class:`KVCache` to fill (usually empty; updated in place).
+        chunk_size: prompt tokens per model call, a positive int. Default: ``None`` (all
+            ``L0`` in one call).
+
     Returns:
         the logits ``(N, L0, V)`` of the whole prompt.
     """
@@ -331,6 +339,13 @@ def rope_gpt(cfg: GPTConfig, *, base: float = 10000.0) -> GPT:
     """Chapter 7's :class:`attnlib.model.GPT` with RoPE in every attention layer and no
     position table (``pos="none"``): positions enter only through the rotation of ``q``
     and ``k``, so scores depend on relative positions.
+
+    Args:
+        cfg: the model's :class:`attnlib.model.GPTConfig` (its ``pos`` is replaced by ``"none"``).
+        base: the RoPE base (:func:`attnlib.apply_rope`). Default: ``10000.0``.
+
+    Returns:
+        a :class:`attnlib.model.GPT` whose attention layers are :class:`RotarySelfAttention`.
 
     Example::
 
