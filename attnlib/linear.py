@@ -15,7 +15,8 @@ they become running (prefix) sums, updated chunk by chunk.
 **Error against softmax attention.** With the ``elu + 1`` feature map, linear attention is
 a *different* kernel, not an approximation that converges to softmax attention: on the same
 ``q, k, v`` the outputs differ. (Positive random features, :mod:`attnlib.performer`, estimate
-the softmax kernel instead, and their error falls as the number of features grows.) They agree when softmax attention is nearly uniform (small scores: both become
+the softmax kernel instead, and their error falls as the number of features grows.) They
+agree when softmax attention is nearly uniform (small scores: both become
 the mean of the values) and drift apart as softmax attention gets peaked, because
 ``phi(q) . phi(k)`` grows only polynomially where ``exp`` grows exponentially.
 ``tests/test_linear.py`` measures both regimes.

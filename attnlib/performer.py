@@ -31,7 +31,8 @@ import math
 import numpy as np
 from array_api_compat import device as _device
 
-from ._array import all_finite, check_finite, check_float, check_positive_int, check_scale, compute_dtype, fmt_shape, namespace
+from ._array import (all_finite, check_finite, check_float, check_positive_int, check_scale, compute_dtype,
+                     fmt_shape, namespace)
 from ._shared import causal_kernel_attention, check_kernel_args, safe_divide
 
 __all__ = ["random_projection", "performer_feature_map", "random_feature_attention"]
