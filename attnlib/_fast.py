@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 
 import numpy as np
 
@@ -115,6 +114,9 @@ def _unchecked(q, k, v, m, is_causal, scale):
             return None
     if scale is not None:
         scale = check_scale(scale, q.shape[-1])
+    hidden = hidden_inputs(q, k, v, mask_hides=False, is_causal=is_causal)  # q and k (see there)
+    if q.is_cpu and not all_finite(None, *hidden):  # on the CPU before the kernel: q and k are
+        return None  # often still in cache from the projection that made them
     try:
         if m is not None:
             out = sdpa(q, k, v, attn_mask=m, scale=scale)  # (N..., L, Ev)
@@ -124,16 +126,8 @@ def _unchecked(q, k, v, m, is_causal, scale):
             out = sdpa(q, k, v)
     except (RuntimeError, ValueError, TypeError, IndexError):
         return None  # the checked path explains it in attnlib's words
-    if is_causal and q.shape[-2] < k.shape[-2] or not out.is_cpu:  # the general check
-        ok = all_finite(None, out, *hidden_inputs(q, k, v, mask_hides=False, is_causal=is_causal))
-    else:  # the common case, written out: out, q and k (see hidden_inputs), one sum each
-        ok = _sum_finite(out) and _sum_finite(q) and (k is q or _sum_finite(k))
-    return out if ok else None  # (None: the checked path names the non-finite input)
-
-
-def _sum_finite(t) -> bool:
-    """Is the sum of a CPU tensor finite? (False for any NaN or inf entry, or an overflow.)"""
-    return math.isfinite(t.detach().sum() if t.requires_grad else t.sum())
+    ok = all_finite(None, out) if q.is_cpu else all_finite(None, out, *hidden)  # (a GPU: one sync)
+    return out if ok else None  # (None: the checked path names the bad input)
 
 
 def _checked(sdpa, xp, q, k, v, attn_mask, is_causal, scale):
