@@ -100,8 +100,11 @@ def train_seeds(models, batch, *, steps, lr=3e-3, weight_decay=0.0, callback=Non
 
     Example::
 
-        >>> models = [torch.manual_seed(s) and GPT(cfg) for s in range(5)]
-        >>> losses = train_seeds(models, batch, steps=200)     # (200, 5)
+        >>> models = []
+        >>> for seed in range(5):
+        ...     torch.manual_seed(seed)
+        ...     models.append(GPT(cfg))
+        >>> losses = train_seeds(models, batch, steps=200)     # (200, 5): one curve per seed
     """
     models = list(models)
     if not models or not all(isinstance(m, torch.nn.Module) for m in models):
