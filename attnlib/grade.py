@@ -35,7 +35,7 @@ import numpy as np
 
 from .i18n import _, set_language, tr
 from .grading import course
-from .grading.notebook import NotebookGrade, grade_notebook
+from .grading.notebook import NotebookGrade, SandboxStartError, grade_notebook
 from .grading.report import write_csv, write_html, write_json
 from .grading.sandbox import Limits, probe
 from .grading.submissions import collect, read_mapping
@@ -201,8 +201,15 @@ def _grade_class(submissions, out, *, students, chapter, lang, jobs, limits, req
                     progress.finished(slot, grades[i])
                 finally:
                     slots.put(slot)
-            for f in concurrent.futures.as_completed([pool.submit(one, i) for i in range(len(subs))]):
-                f.result()
+            futures = [pool.submit(one, i) for i in range(len(subs))]
+            for f in concurrent.futures.as_completed(futures):
+                try:
+                    f.result()
+                except SandboxStartError as exc:  # this machine's problem, not a student's: stop
+                    for other in futures:
+                        other.cancel()
+                    raise SystemExit(_("The grader could not start its sandbox, so nothing was graded. "
+                                       "What the sandbox printed:") + f"\n{str(exc)[-3000:]}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     seconds = time.monotonic() - t0

@@ -74,6 +74,8 @@ def bind(src: str, dst: str, *, readonly: bool = True, recursive: bool = False) 
 def build_root(spec: dict) -> str:
     root = spec["root"]
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=16m")
+    _make(root + "/tmp", True)  # first: a folder the grader binds may live under /tmp
+    mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec['tmp_size']}")
     for link, target in spec["symlinks"]:
         _make(os.path.dirname(root + link), True)
         os.symlink(target, root + link)
@@ -95,12 +97,11 @@ def build_root(spec: dict) -> str:
     mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m")
     for node in ("null", "zero", "full", "random", "urandom"):
         bind("/dev/" + node, f"{dev}/{node}", readonly=False)
+    _make(dev + "/shm", True)
+    mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec['tmp_size']}")
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{dev}/{name}")
-    for private, size in (("/dev/shm", spec["tmp_size"]), ("/tmp", spec["tmp_size"])):
-        _make(root + private, True)
-        mount("tmpfs", root + private, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={size}")
     _make(root + "/proc", True)
     mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     bind(spec["workdir"], root + spec["home"], readonly=False)

@@ -21,7 +21,12 @@ from .judge import grade_exercise, stub_function
 from .sandbox import Limits, Sandbox, SandboxError
 from .submissions import Submission
 
-__all__ = ["ExerciseGrade", "QuestionGrade", "NotebookGrade", "grade_notebook", "read_notebook", "detect_chapter"]
+__all__ = ["SandboxStartError", "ExerciseGrade", "QuestionGrade", "NotebookGrade", "grade_notebook", "read_notebook", "detect_chapter"]
+
+class SandboxStartError(RuntimeError):
+    """The sandbox did not start (a problem of this machine or of the grader, not of the
+    notebook): grading stops. The text is what the sandbox printed."""
+
 
 STATUSES = ("passed", "failed", "not_attempted", "error", "timed_out")
 
@@ -186,6 +191,12 @@ def grade_notebook(sub: Submission, *, staging: pathlib.Path, slot: int, limits:
     try:
         box.prepare({})
         box.start()
+        try:
+            hello = box.recv(timeout=120)
+        except SandboxError:
+            hello = None
+        if not (isinstance(hello, dict) and hello.get("op") == "ready"):
+            raise SandboxStartError(box.output)
         step(_("running its cells"))
         req = {"op": "execute", "cells": _sources(nb), "cell_timeout": limits.cell, "lang": lang,
                "exercises": {n: stub_function(n) for n in names}}

@@ -208,7 +208,7 @@ def root_layout(protected: list[str]) -> tuple[list, list, list]:
     import attnlib
 
     symlinks, binds = [], []
-    for p in ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys"):
+    for p in ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(p):
             symlinks.append([p, os.readlink(p)])
         elif os.path.isdir(p):
