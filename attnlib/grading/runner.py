@@ -10,8 +10,8 @@ The conversation, one JSON frame each way at a time (fd 3 in, fd 4 out):
 
 1. ``{"op": "execute", "cells": [source, ...], "exercises": {name: function name},
    "cell_timeout": s, "lang": "en"}``: run the code cells top to bottom in a fresh
-   IPython shell (a cell that raises or runs past ``cell_timeout`` is recorded and the
-   next one runs), with ``al.exercises.check`` replaced by a recorder (the grader, not
+   IPython shell (a cell that raises, or uses ``cell_timeout`` seconds of CPU time or
+   three times that on the clock, is recorded and the next one runs), with ``al.exercises.check`` replaced by a recorder (the grader, not
    the notebook, checks). Then every other process of the sandbox is killed, and the
    answer is ``{"op": "executed", "errors": [...], "found": {name: how}, "answers": {...}}``:
    which function each exercise will be graded with (the last one passed to
@@ -90,21 +90,32 @@ def _on_alarm(signum, frame):
 
 
 def _kill_others() -> None:
-    """Kill every other process of the sandbox (from pid 1 of its PID namespace)."""
-    if os.getpid() == 1:
+    """Kill every other process of the sandbox (from pid 1 of its PID namespace, every
+    process there is a descendant, and an orphan is re-parented to it) and wait until
+    they are gone, so that they no longer count against its process limit."""
+    if os.getpid() != 1:
+        _reap(0)
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
-            os.kill(-1, signal.SIGKILL)
-    _reap()
+            os.kill(-1, signal.SIGKILL)  # (again: one may have forked meanwhile)
+        if _reap(0.05) == "none left":
+            return
 
 
-def _reap() -> None:
+def _reap(seconds: float) -> str:
+    """Reap the children that have ended, for up to ``seconds``."""
+    end = time.monotonic() + seconds
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return "none left"
         if pid == 0:
-            return
+            if time.monotonic() >= end:
+                return "some left"
+            time.sleep(0.005)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -125,12 +136,18 @@ def execute(req: dict) -> dict:
     shell = InteractiveShell.instance()
     errors, timeouts = [], []
     signal.signal(signal.SIGALRM, _on_alarm)
+    signal.signal(signal.SIGPROF, _on_alarm)
+    limit = float(req["cell_timeout"])
     for i, source in enumerate(req["cells"]):
         error = None
         try:
-            signal.setitimer(signal.ITIMER_REAL, float(req["cell_timeout"]))
+            # a cell may use `limit` seconds of CPU time (a busy machine does not shorten it), and
+            # three times that on the clock (a cell that waits instead of computing)
+            signal.setitimer(signal.ITIMER_PROF, limit)
+            signal.setitimer(signal.ITIMER_REAL, 3 * limit)
             result = shell.run_cell(source, store_history=False, silent=True)
             signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
             exc = result.error_in_exec or result.error_before_exec
             if isinstance(exc, _CellTimeout):
                 timeouts.append(i)
@@ -142,6 +159,7 @@ def execute(req: dict) -> dict:
             error = _error_text(exc)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
         if os.getpid() != PID:  # a fork of this process ran the rest of the cell: it stops here
             os._exit(0)
         if error:
@@ -251,7 +269,16 @@ def run(fn, req: dict) -> dict:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    pid = os.fork()
+    for attempt in range(50):
+        try:
+            pid = os.fork()
+            break
+        except BlockingIOError:  # processes being reaped still count against the limit
+            _kill_others()
+            time.sleep(0.1)
+    else:
+        return {"op": "ran", "exercise": req.get("exercise"), "status": "crashed", "how": ["fork", 0],
+                "outcomes": [], "seconds": 0.0}
     if pid == 0:
         status = 0
         try:
@@ -260,6 +287,7 @@ def run(fn, req: dict) -> dict:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.signal(signal.SIGPROF, signal.SIG_DFL)
             _worker(fn, req, w)
         except BaseException:  # noqa: BLE001
             status = 1

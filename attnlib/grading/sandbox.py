@@ -76,8 +76,8 @@ class Limits:
     Args:
         wall: seconds for the whole notebook: executing it and running its functions.
             Default: 600.
-        cell: seconds one cell may run before it is interrupted (the next cell runs).
-            Default: 60.
+        cell: CPU seconds one cell may use (three times that on the clock) before it is
+            interrupted (the next cell runs). Default: 60.
         cpu: CPU seconds per process (``RLIMIT_CPU``). Default: 600.
         memory: bytes of memory: ``RLIMIT_AS`` of each process and, where a memory
             cgroup can be created, of the whole sandbox. Default: 4 GiB.
