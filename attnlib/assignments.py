@@ -59,8 +59,8 @@ class Answer:
             return _("Question {n}: no answer yet. Write the letter of your choice between the quotes, "
                      "e.g. \"B\", and run the cell.").format(n=number)
         if not self.ok:
-            return _("Question {n}: {given!r} is not an answer. Write the letter of your choice (A, B, C ...) "
-                     "between the quotes.").format(n=number, given=self.letters)
+            return _("Question {n}: {given} is not an answer. Write the letter of your choice (A, B, C ...) "
+                     "between the quotes.").format(n=number, given=repr(self.letters))
         return _("Question {n}: your answer {letters} is recorded. It is checked when your notebook is "
                  "graded.").format(n=number, letters=self.letters)
 

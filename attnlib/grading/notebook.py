@@ -230,7 +230,7 @@ def grade_notebook(sub: Submission, *, staging: pathlib.Path, slot: int, limits:
                 if how is None:
                     g.exercises[n] = ExerciseGrade(n, "not_attempted", tr(
                         "Not attempted: the notebook defines no function {fn} and passes none to "
-                        "check({name!r}, ...).").format(fn=stub_function(n), name=n))
+                        "check({name}, ...).").format(fn=stub_function(n), name=repr(n)))
                     continue
 
                 def call(request: dict, timeout: float) -> dict:

@@ -220,7 +220,7 @@ def write_html(grades: list[NotebookGrade], path: pathlib.Path, meta: dict) -> N
     # ---- questions
     if qs:
         parts.append(f"<h2>{_esc(_('Concept questions'))}</h2><table><tr><th>"
-                     + "</th><th>".join(_esc(x) for x in (_("question"), _("key"), _("correct"), _("answers given")))
+                     + "</th><th>".join(_esc(x) for x in (_("question"), _("right answer"), _("correct"), _("answers given")))
                      + "</th></tr>")
         for c, q in qs:
             given = [g.questions[q] for g in grades if g.chapter == c and q in g.questions]

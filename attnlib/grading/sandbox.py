@@ -51,6 +51,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from ..i18n import N_
+
 __all__ = ["Limits", "Isolation", "probe", "Sandbox", "SandboxError", "survivors"]
 
 JAIL = pathlib.Path(__file__).with_name("_jail.py")
@@ -113,21 +115,22 @@ class Isolation:
     reason: str = ""     # why the namespaces are unavailable (mode "none")
 
     def missing(self) -> list[str]:
-        """English sentences naming each isolation that is not available."""
+        """English sentences (catalogued: show them with ``tr``) naming each isolation
+        that is not available."""
         out = []
         if not self.network:
-            out.append("no network namespace: a submission can open network connections")
+            out.append(N_("no network namespace: a submission can open network connections"))
         if not self.processes:
-            out.append("no PID namespace: a process that a submission detaches (setsid, double fork) "
-                       "may survive; the grader kills what it can find from /proc")
+            out.append(N_("no PID namespace: a process that a submission detaches (setsid, double fork) "
+                          "may survive; the grader kills what it can find from /proc"))
         if not self.filesystem:
-            out.append("no private filesystem: a submission can read every file this user can read "
-                       "(other submissions, the course's solutions, the report folder)")
+            out.append(N_("no private filesystem: a submission can read every file this user can read "
+                          "(other submissions, the course's solutions, the report folder)"))
         if not self.user:
-            out.append("no separate user: a submission runs with this user's rights")
+            out.append(N_("no separate user: a submission runs with this user's rights"))
         if not self.cgroup:
-            out.append("no cgroup: memory and process limits are per process (RLIMIT_AS, RLIMIT_NPROC), "
-                       "not for the sandbox as a whole")
+            out.append(N_("no cgroup: memory and process limits are per process (RLIMIT_AS, RLIMIT_NPROC), "
+                          "not for the sandbox as a whole"))
         return out
 
 
