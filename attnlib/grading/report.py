@@ -113,7 +113,7 @@ def _mistake_bars(items: list[tuple[str, int]], total: int) -> str:
            f'viewBox="0 0 {label_w + bar_w + 90} {height}" xmlns="http://www.w3.org/2000/svg">']
     for i, (label, n) in enumerate(items):
         y = 5 + i * h
-        short = label if len(label) <= 52 else label[:50] + "…"
+        short = label if len(label) <= 46 else label[:44] + "…"
         out.append(f'<text x="{label_w - 8}" y="{y + 14}" text-anchor="end" font-size="12">'
                    f'<title>{_esc(label)}</title>{_esc(short)}</text>')
         w = bar_w * n / top

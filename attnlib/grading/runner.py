@@ -219,6 +219,11 @@ def _worker(fn, req: dict, out_fd: int) -> None:
     from attnlib.exercises._compare import _same_input, _snapshot, _to_numpy
 
     from .wire import decode, encode
+    import warnings
+
+    import numpy as np
+    warnings.simplefilter("ignore")  # as in the checker: what the function prints, not the library's warnings
+    np.seterr(all="ignore")
     me = os.getpid()
     watch = None
     if req.get("forbidden"):

@@ -457,31 +457,39 @@ class Sandbox:
 
     # ---- the verdict
     def close(self) -> list[dict]:
-        """Kill everything the submission started; returns the processes that survived
-        (seen from /proc; should be empty)."""
+        """Kill everything the submission started; returns the processes of the sandbox
+        still found in /proc once its first process has been killed and reaped (none
+        with a PID namespace; any found are killed too)."""
         if self.closed:
             return []
         self.closed = True
         if self.proc is not None:
-            for pid in (self.init_pid, self.proc.pid):
-                if pid:
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
+            # Killing the first process of the PID namespace makes the kernel kill all the others;
+            # unshare reaps it once they are all gone, then exits: waiting for unshare is waiting
+            # for the whole namespace to be empty.
+            with contextlib.suppress(OSError):
+                os.kill(self.init_pid or self.proc.pid, signal.SIGKILL)
             if self.isolation.mode == "none":
                 with contextlib.suppress(OSError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            try:
                 self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    os.kill(self.proc.pid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=10)
         for d in self.cgroups:  # (the PID namespace is gone already; this is belt and braces)
             for pid in _read_pids(d / "cgroup.procs"):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-        left = survivors(self.pidns, self.uid, self.token)
-        for p in left:  # only without a PID namespace can anything be left: kill it by name
-            with contextlib.suppress(OSError):
-                os.kill(p["pid"], signal.SIGKILL)
-        if left:
-            time.sleep(0.1)
+        found = left = survivors(self.pidns, self.uid, self.token)  # reported: should be none
+        deadline = time.monotonic() + 5
+        while left and time.monotonic() < deadline:  # (only without a PID namespace can one be left)
+            for p in left:
+                with contextlib.suppress(OSError):
+                    os.kill(p["pid"], signal.SIGKILL)
+            time.sleep(0.05)
             left = survivors(self.pidns, self.uid, self.token)
         for d in self.cgroups:
             for _ in range(50):
@@ -503,7 +511,7 @@ class Sandbox:
         shutil.rmtree(self.workdir, ignore_errors=True)
         with contextlib.suppress(OSError):
             self.rootdir.rmdir()
-        return left
+        return found
 
 
 def _read_pids(path: pathlib.Path) -> list[int]:
