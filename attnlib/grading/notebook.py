@@ -47,7 +47,7 @@ class ExerciseGrade:
 
     @property
     def cell(self) -> str:
-        """What grades.csv shows: passed, the mistake's key, failed, not_attempted, error, timed_out."""
+        """The value in grades.csv (passed, the mistake's key, failed, not_attempted, error or timed_out)."""
         return self.mistake if self.status == "failed" and self.mistake else self.status
 
 

@@ -248,7 +248,7 @@ def _mpl_cache(dest: pathlib.Path) -> None:
 @dataclass
 class Sandbox:
     """One submission's box. ``start()`` it with the runner's command, talk to it with
-    :meth:`send` and :meth:`recv`, and :meth:`close` it at the verdict.
+    ``send`` and ``recv``, and ``close`` it at the verdict.
 
     Args:
         staging: a private folder (mode 0700) of the grader where the working folder and
