@@ -492,3 +492,70 @@ def test_chinese_report_opens_offline_in_chromium(graded, chromium, tmp_path):
     english = [w for w in ("Exercises", "Students", "Mistakes the checker named") if w in text]
     assert not english, f"English left in the Chinese report: {english}"
     page.close()
+
+
+# ------------------------------------------------------------------ other isolation modes
+
+@pytest.fixture
+def pair(tmp_path):
+    """Two notebooks of the class: alice (right) and the one that reads other files."""
+    sub = tmp_path / "pair"
+    sub.mkdir()
+    (sub / "alice.ipynb").write_text(notebook("en", RIGHT, KEY), encoding="utf-8")
+    (sub / "h_reader.ipynb").write_text(hostile(sub, tmp_path / "out", 1)["h_reader"], encoding="utf-8")
+    return sub
+
+
+def test_in_a_user_namespace_the_sandbox_isolates_the_same(pair, tmp_path, monkeypatch):
+    """The mode a grader run by a normal user gets (forced here; as root it maps root to
+    itself, without capabilities): the same grades."""
+    from attnlib.grading import sandbox
+    iso = sandbox.probe()
+    if iso.mode == "none":
+        pytest.skip("no namespaces here")
+    ok, why = sandbox._try([sandbox._unshare(), "--user", "--map-root-user", *sandbox._NS, "--", "true"])
+    if not ok:
+        (pytest.fail if REQUIRED else pytest.skip)(f"user namespaces are not allowed here: {why}")
+    monkeypatch.setitem(sandbox._PROBED, "iso", sandbox.Isolation("userns", True, True, True, True, ""))
+    monkeypatch.setattr(sandbox.Sandbox, "__post_init__", _userns_post_init(sandbox.Sandbox.__post_init__))
+    grades = {g.student: g for g in grade_class(pair, tmp_path / "out", chapter="2", jobs=2, quiet=True,
+                                                 limits=Limits(wall=60, cell=10))}
+    assert [grades["alice"].exercises[n].status for n in RIGHT] == ["passed"] * 3
+    assert [grades["h_reader"].exercises[n].status for n in RIGHT] == ["failed"] * 3
+    assert not any(g.survivors for g in grades.values())
+
+
+def _userns_post_init(original):
+    def post_init(self):
+        original(self)
+        self.uid = None  # what a normal user's grader has: no uid of its own to give
+    return post_init
+
+
+def test_without_namespaces_the_grader_says_what_is_missing(pair, tmp_path, monkeypatch, capsys):
+    from attnlib.grading import sandbox
+    none = sandbox.Isolation("none", False, False, False, False, "", "unshare is not installed (simulated)")
+    monkeypatch.setitem(sandbox._PROBED, "iso", none)  # a normal user's grader where namespaces are refused:
+    monkeypatch.setattr(sandbox.Sandbox, "__post_init__", _userns_post_init(sandbox.Sandbox.__post_init__))
+    with pytest.raises(SystemExit) as stop:
+        grade_class(pair, tmp_path / "refused", chapter="2", require_isolation=True)
+    assert stop.value.code == 2 and not (tmp_path / "refused" / "grades.csv").exists()
+    err = capsys.readouterr().err
+    assert "no network namespace" in err and "no private filesystem" in err and "no PID namespace" in err
+    sub = tmp_path / "alice"
+    sub.mkdir()
+    (sub / "alice.ipynb").write_bytes((pair / "alice.ipynb").read_bytes())
+    grades = grade_class(sub, tmp_path / "out", chapter="2", jobs=1, quiet=True, limits=Limits(wall=60, cell=10))
+    assert [grades[0].exercises[n].status for n in RIGHT] == ["passed"] * 3  # still graded, with limits
+    report = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "Isolation missing on this machine" in report and "no network namespace" in report
+
+
+def test_the_survivor_search_never_targets_the_graders_own_processes():
+    from attnlib.grading.sandbox import survivors
+    own = os.readlink("/proc/self/ns/pid")
+    with pytest.raises(ValueError):
+        survivors(own, None, "token")
+    with pytest.raises(ValueError):
+        survivors(None, os.getuid(), "token")
+    assert survivors(None, None, "no-such-token") == []

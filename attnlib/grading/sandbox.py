@@ -368,9 +368,11 @@ class Sandbox:
         self._drain = threading.Thread(target=self._read_output, daemon=True)
         self._drain.start()
         self.init_pid = self._find_init()
-        if self.init_pid is not None:
+        if self.init_pid is not None and self.isolation.processes:
             with contextlib.suppress(OSError):
-                self.pidns = os.readlink(f"/proc/{self.init_pid}/ns/pid")
+                ns = os.readlink(f"/proc/{self.init_pid}/ns/pid")
+                if ns != os.readlink("/proc/self/ns/pid"):  # never the grader's own namespace
+                    self.pidns = ns
 
     def _find_init(self) -> int | None:
         """The pid (seen from here) of the sandbox's first process, the child of unshare."""
@@ -535,6 +537,11 @@ def survivors(pidns: str | None, uid: int | None, token: str) -> list[dict]:
     by its uid, or carrying its token in their environment."""
     found = []
     needle = f"ATTNLIB_SANDBOX={token}".encode()
+    with contextlib.suppress(OSError):
+        if pidns is not None and pidns == os.readlink("/proc/self/ns/pid"):
+            raise ValueError("survivors(): that is the grader's own PID namespace, not a sandbox's")
+    if uid is not None and uid in (0, os.getuid()):
+        raise ValueError(f"survivors(): uid {uid} is not a sandbox's own uid")
     for d in pathlib.Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == os.getpid():
             continue
