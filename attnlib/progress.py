@@ -158,8 +158,8 @@ def recording(check):
     import functools
 
     @functools.wraps(check)
-    def check_and_record(name, fn):
-        result = check(name, fn)
+    def check_and_record(name, fn, *args, **kwargs):
+        result = check(name, fn, *args, **kwargs)
         record(result)
         return result
     check_and_record.__wrapped__ = check

@@ -559,3 +559,49 @@ def test_the_survivor_search_never_targets_the_graders_own_processes():
     with pytest.raises(ValueError):
         survivors(None, os.getuid(), "token")
     assert survivors(None, None, "no-such-token") == []
+
+
+# ------------------------------------------------------------------ an extra check (chapter 6)
+
+TILED = '''def tiled_attention(q, k, v, block_size):
+    L, E = q.shape
+    m, l, acc = np.full(L, -np.inf), np.zeros(L), np.zeros((L, v.shape[1]))
+    for s in range(0, k.shape[0], block_size):
+        scores = q @ k[s:s + block_size].T / np.sqrt(E)
+        m_new = np.maximum(m, scores.max(1))
+        p, c = np.exp(scores - m_new[:, None]), np.exp(m - m_new)
+        l, acc, m = l * c + p.sum(1), acc * c[:, None] + p @ v[s:s + block_size], m_new
+    return acc / l[:, None]'''
+UNTILED = '''def tiled_attention(q, k, v, block_size):
+    s = q @ k.T / np.sqrt(q.shape[1])
+    e = np.exp(s - s.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True) @ v'''
+
+
+def test_the_extra_check_travels_without_the_reference():
+    import base64
+
+    from attnlib.exercises import EXERCISES
+    from attnlib.grading.judge import extra_check_payload
+    ex = EXERCISES["tiled_attention"]
+    blob = base64.b64decode(extra_check_payload("tiled_attention"))
+    assert b"_peak_growth" in blob  # the check's own helper travels with it
+    secret = {ex.reference.__name__} | {m.fn.__name__ for m in ex.mistakes if callable(m.fn)}
+    assert not [name for name in secret if name.encode() in blob], secret
+
+
+def test_an_extra_check_runs_in_the_sandbox(tmp_path):
+    if probe().mode == "none":
+        pytest.skip("no namespaces here")
+    sub = tmp_path / "ch6"
+    sub.mkdir()
+    for name, code in (("tiled", TILED), ("untiled", UNTILED)):
+        cells = ["import numpy as np\nimport attnlib as al", code + '\nal.exercises.check("tiled_attention", tiled_attention)']
+        nb = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": c}
+                        for c in cells], "metadata": {"attnlib": {"chapter": "06_complexity"}},
+              "nbformat": 4, "nbformat_minor": 4}
+        (sub / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    grades = {g.student: g for g in grade_class(sub, tmp_path / "out", jobs=2, quiet=True,
+                                                 limits=Limits(wall=120, cell=10))}
+    assert grades["tiled"].exercises["tiled_attention"].status == "passed"
+    assert grades["untiled"].exercises["tiled_attention"].mistake == "full_score_matrix"

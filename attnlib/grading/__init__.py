@@ -8,7 +8,8 @@ trusted:
   references, compares, names the mistake and writes the report;
 - **the sandboxed runner** (:mod:`.runner`, inside :mod:`.sandbox`) executes one notebook in
   a fresh IPython shell and runs its functions on the inputs it receives, and sends back
-  plain data only (:mod:`.wire`): numbers, strings and arrays of known dtypes.
+  plain data only (:mod:`attnlib.exercises._wire`): numbers, strings and arrays of known
+  dtypes.
 
 :mod:`.submissions` finds the notebooks and the students' names (a folder, a CSV, or an
 LMS export), :mod:`.course` reads the chapters (exercises, quiz keys).

@@ -140,8 +140,8 @@ def _from_result(name: str, r: CheckResult, printed: str, found: str | None) -> 
     status = r.status
     if status == "failed" and problem == "timeout":
         status = "timed_out"
-    elif status == "failed" and problem == "crashed":
-        status = "error"
+    elif status == "failed" and problem in ("crashed", "garbled", "unsendable"):
+        status = "error"  # its process died or broke the protocol: no answer to judge
     return ExerciseGrade(name, status, r.message, r.mistake if status == "failed" else None, problem,
                          r.hint, printed[:2000], found)
 

@@ -1,8 +1,8 @@
 """The untrusted side of the grader: runs one submission inside its sandbox.
 
-Started by :mod:`attnlib.grading.sandbox` (``python -I -m attnlib.grading.runner``) as the
-first process of the sandbox. Nothing it sends is believed beyond what it is: plain data
-(:mod:`attnlib.grading.wire`) that the trusted grader checks and judges itself. The
+Started by :mod:`attnlib.grading.sandbox` (through ``_boot.py``) as the first process of
+the sandbox. Nothing it sends is believed beyond what it is: plain data
+(:mod:`attnlib.exercises._wire`) that the trusted grader checks and judges itself. The
 submission's code runs in this process (the notebook's cells) and in its forked workers
 (its functions), so it can change anything here; that only ever affects its own row.
 
@@ -17,22 +17,21 @@ The conversation, one JSON frame each way at a time (fd 3 in, fd 4 out):
    which function each exercise will be graded with (the last one passed to
    ``check(name, fn)``, else the global of the stub's name) and the quiz answers given
    with ``al.assignments.answer``.
-2. ``{"op": "run", "exercise": name, "cases": [...], "time_limit": s, "budget": s,
-   "cpu_limit": s or null, "forbidden": [...]}``: a worker is forked (so the function's
-   side effects stay there, and a hang costs only this request); it calls the function on
-   each case (inputs decoded from plain data) and sends back, case by case, the output as
-   plain data, or the exception's type and text, whether the input was changed in place,
-   what it printed and which forbidden library function it called. A case past its time
-   limit, or the worker's death, ends the request; then every other process of the
-   sandbox is killed (``kill(-1)`` from pid 1: forks, ``setsid`` children, double forks).
-   A fork inside the function cannot answer twice: a process that is not the worker
-   exits as soon as the function returns in it.
+2. ``{"op": "run", "exercise": name, "request": text, "limit": s, "cpu_limit": s or
+   null}``: a request of the checker's trusted side (:class:`attnlib.exercises._judge.Plan`).
+   A worker is forked (so the function's side effects stay there, and a hang costs only
+   this request) and answers it with the checker's untrusted side,
+   :func:`attnlib.exercises._worker.run_cases`: the function called on each case, its
+   output, exception, printed text, changed inputs and borrowed library answers, as plain
+   data (JSON text). The answer is ``{"op": "ran", "status": "ok", "reply": text}``, or
+   the status "timeout" (past ``limit`` seconds), "cpu" (past ``cpu_limit`` CPU seconds)
+   or "crashed". Then every other process of the sandbox is killed (``kill(-1)`` from
+   pid 1: forks, ``setsid`` children, double forks).
 3. ``{"op": "bye"}``.
 """
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import select
@@ -43,7 +42,6 @@ import time
 import types
 
 _HEADER = struct.Struct(">Q")
-_PRINT_LIMIT = 2000
 PID = os.getpid()
 
 
@@ -186,90 +184,29 @@ def execute(req: dict) -> dict:
 
 # --------------------------------------------------------------------------- running functions
 
-class _Tee(io.TextIOBase):
-    def __init__(self):
-        self.parts, self.size = [], 0
-
-    def writable(self):
-        return True
-
-    def write(self, s):
-        s = str(s)
-        if self.size < _PRINT_LIMIT:
-            self.parts.append(s[: _PRINT_LIMIT - self.size])
-            self.size += len(self.parts[-1])
-        return len(s)
-
-    def text(self):
-        return "".join(self.parts)
-
-
-def _raised(exc: BaseException) -> dict:
-    try:
-        text = str(exc)
-    except BaseException as inner:  # noqa: BLE001
-        text = f"<its message could not be shown: __str__ raised {type(inner).__name__}>"
-    return {"type": type(exc).__name__, "text": text[:1000],
-            "not_implemented": isinstance(exc, NotImplementedError), "recursion": isinstance(exc, RecursionError),
-            "memory": isinstance(exc, MemoryError), "attribute": isinstance(exc, AttributeError)}
-
-
 def _worker(fn, req: dict, out_fd: int) -> None:
-    """In the forked worker: call ``fn`` on every case, one frame per case."""
-    from attnlib.exercises._compare import _same_input, _snapshot, _to_numpy
-
-    from .wire import decode, encode
-    import warnings
-
-    import numpy as np
-    warnings.simplefilter("ignore")  # as in the checker: what the function prints, not the library's warnings
-    np.seterr(all="ignore")
-    me = os.getpid()
-    watch = None
-    if req.get("forbidden"):
-        with contextlib.suppress(Exception):
-            from attnlib.exercises._running import Watch
-            watch = Watch(tuple(req["forbidden"]), fn).install()
+    """In the forked worker: answer the checker's request with the checker's own
+    untrusted side (``run_cases``), one frame."""
+    from attnlib.exercises import _worker as checker
+    checker._setup(None)  # as the checker's own worker: output captured, one torch thread, warnings off
+    if req.get("extra"):  # an extra check, pickled by value by the grader (its module is not here)
+        import base64
+        import pickle
+        checker.EXTRA_CHECKS[req["exercise"]] = pickle.loads(base64.b64decode(req["extra"]))
     if req.get("cpu_limit"):
         signal.signal(signal.SIGPROF, lambda *a: os._exit(86))
-    for i, case in enumerate(req["cases"]):
-        args, kwargs = decode(case["args"]), decode(case["kwargs"])
-        args, kwargs = tuple(args), dict(kwargs)
-        before = (_snapshot(args), _snapshot(kwargs))
-        tee = _Tee()
-        if req.get("cpu_limit"):
-            signal.setitimer(signal.ITIMER_PROF, float(req["cpu_limit"]))
-        c0, t0 = time.process_time(), time.perf_counter()
-        with contextlib.redirect_stdout(tee), contextlib.redirect_stderr(tee):
-            if watch is not None:
-                watch.active = True
-            try:
-                state, value = "value", fn(*args, **kwargs)
-            except BaseException as exc:  # noqa: BLE001 - the submission may raise anything
-                state, value = "raised", exc
-            finally:
-                if watch is not None:
-                    watch.active = False
-        if os.getpid() != me:  # the function forked and its child returned too: it stops here
-            os._exit(0)
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
-        reply = {"i": i, "state": state, "printed": tee.text(), "cpu": cpu, "seconds": wall,
-                 "forbidden": watch.take() if watch is not None else None}
-        try:
-            reply["mutated"] = not (_same_input(args, before[0]) and _same_input(kwargs, before[1]))
-            if state == "value":
-                reply["value"] = encode(_to_numpy(value))
-            else:
-                reply["raised"] = _raised(value)
-        except BaseException as exc:  # noqa: BLE001 - converting the answer ran its code and failed
-            reply.update(state="raised", raised=_raised(exc), value=None, mutated=False)
-        _write_frame(out_fd, reply)
-    _write_frame(out_fd, {"done": True})
+        signal.setitimer(signal.ITIMER_PROF, float(req["cpu_limit"]))
+    me = os.getpid()
+    reply = checker.run_cases(fn, req["request"])
+    if os.getpid() != me:  # a fork of the function returning here: only the worker answers
+        os._exit(0)
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    _write_frame(out_fd, {"reply": reply})
 
 
 def run(fn, req: dict) -> dict:
-    """Fork a worker for one request; collect its frames with the time limits."""
+    """Fork a worker for one request of the checker; wait for its reply within the
+    request's limit; then kill every other process of the sandbox."""
     r, w = os.pipe()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -282,8 +219,7 @@ def run(fn, req: dict) -> dict:
             _kill_others()
             time.sleep(0.1)
     else:
-        return {"op": "ran", "exercise": req.get("exercise"), "status": "crashed", "how": ["fork", 0],
-                "outcomes": [], "seconds": 0.0}
+        return {"op": "ran", "exercise": req.get("exercise"), "status": "crashed", "how": ["exit", 0], "seconds": 0.0}
     if pid == 0:
         status = 0
         try:
@@ -299,24 +235,20 @@ def run(fn, req: dict) -> dict:
         finally:
             os._exit(status)
     os.close(w)
-    outcomes, status = [], "ok"
     start = time.monotonic()
-    budget = float(req.get("budget") or 1e9)
-    for i in range(len(req["cases"])):
-        limit = min(float(req["time_limit"]), max(budget - (time.monotonic() - start), 0.05))
-        try:
-            frame = _read_frame(r, time.monotonic() + limit)
-        except TimeoutError:
-            status = "timeout"
-            break
-        except ValueError:
-            status = "garbage"
-            break
+    reply, status, how = None, "ok", None
+    try:
+        frame = _read_frame(r, start + float(req.get("limit") or 10))
         if frame is None:
             status = "crashed"
-            break
-        outcomes.append(frame)
-    how = None
+        elif isinstance(frame, dict) and isinstance(frame.get("reply"), str):
+            reply = frame["reply"]
+        else:
+            status = "garbled"
+    except TimeoutError:
+        status = "timeout"
+    except ValueError:
+        status = "garbled"
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
@@ -324,11 +256,11 @@ def run(fn, req: dict) -> dict:
         if status == "crashed":
             how = (["signal", os.WTERMSIG(st)] if os.WIFSIGNALED(st) else ["exit", os.WEXITSTATUS(st)])
             if how == ["exit", 86]:
-                status = "cpu"
+                status, how = "cpu", None
     os.close(r)
     _kill_others()
-    return {"op": "ran", "exercise": req.get("exercise"), "status": status, "how": how,
-            "outcomes": outcomes, "seconds": time.monotonic() - start}
+    return {"op": "ran", "exercise": req.get("exercise"), "status": status, "how": how, "reply": reply,
+            "seconds": time.monotonic() - start}
 
 
 # --------------------------------------------------------------------------- main loop

@@ -32,7 +32,7 @@ separate process with the resource limits, but :func:`probe` reports exactly whi
 isolation is missing, the grader prints it, and ``--require-isolation`` refuses to run.
 
 The channel to the runner is a pair of pipes carrying length-prefixed JSON frames
-(plain data, see :mod:`attnlib.grading.wire`), each read with a deadline and a size limit.
+(plain data), each read with a deadline and a size limit.
 """
 from __future__ import annotations
 
