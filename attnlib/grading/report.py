@@ -74,6 +74,11 @@ def _esc(s) -> str:
     return html.escape(str(s), quote=True)
 
 
+def _text_width(text: str, size: int = 11) -> int:
+    """About how wide ``text`` is drawn (CJK characters are square, Latin ones narrower)."""
+    return int(sum(size if "\u2e80" <= ch <= "\uffef" else 0.6 * size for ch in text))
+
+
 def _stacked_bars(rows: list[tuple[str, dict]], total: int) -> str:
     """Horizontal bars, one per exercise, split by status."""
     label_w, bar_w, h = 190, 420, 22
@@ -99,7 +104,7 @@ def _stacked_bars(rows: list[tuple[str, dict]], total: int) -> str:
     for st in STATUSES:
         out.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{COLOURS[st]}"/>'
                    f'<text x="{x + 14}" y="{y + 9}" font-size="11">{_esc(tr(LABELS[st]))}</text>')
-        x += 14 + 7 * len(tr(LABELS[st])) + 18
+        x += 14 + _text_width(tr(LABELS[st])) + 18
     out.append("</svg>")
     return "".join(out)
 
