@@ -605,3 +605,11 @@ def test_an_extra_check_runs_in_the_sandbox(tmp_path):
                                                  limits=Limits(wall=120, cell=10))}
     assert grades["tiled"].exercises["tiled_attention"].status == "passed"
     assert grades["untiled"].exercises["tiled_attention"].mistake == "full_score_matrix"
+
+
+def test_a_file_name_cannot_become_a_spreadsheet_formula(tmp_path):
+    from attnlib.grading.notebook import NotebookGrade
+    from attnlib.grading.report import write_csv
+    write_csv([NotebookGrade("=HYPERLINK(\"http://x\")", "=cmd.ipynb", problem="-1")], tmp_path / "g.csv")
+    row = next(csv.DictReader(open(tmp_path / "g.csv", encoding="utf-8")))
+    assert row["student"].startswith("'=") and row["file"].startswith("'=") and row["problem"] == "'-1"

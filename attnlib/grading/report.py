@@ -48,6 +48,12 @@ def _qname(chapter: str, qid: str, many: bool) -> str:
     return f"{chapter}:{qid}" if many else qid
 
 
+def _cell(text: str) -> str:
+    """A text cell that a spreadsheet will not run: a name such as ``=HYPERLINK(...)``
+    (a file name is the student's choice) gets a leading apostrophe."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
 def write_csv(grades: list[NotebookGrade], path: pathlib.Path) -> None:
     exs = exercise_columns(grades)
     qs = question_columns(grades)
@@ -57,10 +63,10 @@ def write_csv(grades: list[NotebookGrade], path: pathlib.Path) -> None:
         w.writerow(["student", "file", "chapter", "passed", "exercises", *exs,
                     *[_qname(c, q, many) for c, q in qs], "problem"])
         for g in grades:
-            w.writerow([g.student, g.source, g.chapter, g.passed, len(g.exercises),
+            w.writerow([_cell(g.student), _cell(g.source), g.chapter, g.passed, len(g.exercises),
                         *[g.exercises[n].cell if n in g.exercises else "" for n in exs],
                         *[g.questions[q].cell if (g.chapter == c and q in g.questions) else "" for c, q in qs],
-                        g.problem])
+                        _cell(g.problem)])
 
 
 def write_json(grades: list[NotebookGrade], path: pathlib.Path, meta: dict) -> None:

@@ -445,7 +445,7 @@ class Sandbox:
             buf += chunk
         return bytes(buf)
 
-    def recv(self, timeout: float, max_bytes: int = 256 * 2**20):
+    def recv(self, timeout: float, max_bytes: int = 64 * 2**20):
         """The next frame, decoded from JSON (plain data only), within ``timeout`` s."""
         deadline = time.monotonic() + timeout
         (n,) = _HEADER.unpack(self._read_exact(_HEADER.size, deadline))
