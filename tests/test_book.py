@@ -51,7 +51,7 @@ def test_appendices_come_after_the_chapters():
     appendix = [f for f in files if f.startswith("appendix/")]
     assert chapters == sorted(f"chapters/{p.stem}" for p in (ROOT / "chapters").glob("*.ipynb")), chapters
     assert appendix == ["appendix/misconceptions", "appendix/glossary", "appendix/api", "appendix/bibliography",
-                        "appendix/where_next"]
+                        "appendix/where_next", "appendix/teaching"]
     assert files.index(appendix[0]) > files.index(chapters[-1])
 
 

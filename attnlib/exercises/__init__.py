@@ -16,3 +16,10 @@ from . import ch08_inference  # noqa: F401,E402
 
 __all__ = ["check", "check_solution", "hint", "EXERCISES", "Exercise", "Mistake", "Case", "CheckResult", "register",
            "displayed_hint", "SOFTMAX_SHORTCUTS", "ATTENTION_SHORTCUTS", "MULTIHEAD_SHORTCUTS"]
+
+# A learner's progress (attnlib.progress): check() notes a pass of the learner's own function;
+# check_solution (which calls _core.check directly) never does.
+from ..progress import progress, recording as _recording  # noqa: E402
+
+check = _recording(check)
+__all__ += ["progress"]
