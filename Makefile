@@ -175,7 +175,7 @@ jupyterlab: venv chromium assets
 # tools/suites.py prints a summary naming the failed ones (and fails if one did).
 # To add a suite: write its target, then add its name here (and if its tests live under
 # tests/, add them to SEPARATE so that `make unit` does not run them too).
-SUITES := site-zh nbval nbval-alt unit site-en jupyterlab browser
+SUITES := site-zh site-en browser nbval nbval-alt unit jupyterlab
 # a suite that needs another's result waits for it (the site tests need both editions)
 suite-browser: suite-site-en suite-site-zh
 TEST_JOBS ?= 3
@@ -189,11 +189,7 @@ test:
 	  $(BIN)/python tools/suites.py summary $(LOGS) $(SUITES)
 
 suite-%:
-	@echo "--> $* started at $$(date +%T)"
-	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory $* > $(LOGS)/$*.log 2>&1; rc=$$?; \
-	echo "$$rc $$(( $$(date +%s) - start ))" > $(LOGS)/$*.status; \
-	$(BIN)/python tools/suites.py show $(LOGS) $*; exit $$rc
+	@$(BIN)/python tools/suites.py run $(LOGS) $* $(MAKE) --no-print-directory $*
 
 # ---- more -------------------------------------------------------------------------------
 notebooks: venv
