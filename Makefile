@@ -149,12 +149,13 @@ unit: venv gettext-tools fonts
 	$(BIN)/python -m pytest -q -n $(JOBS) tests $(SEPARATE:%=--ignore=%)
 
 # strict nbval: every chapter executed on a fresh kernel, every output compared with the
-# stored one (each notebook's cells on one worker, in order)
+# stored one; one chapter at a time, each with the machine's threads
 nbval: venv
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) chapters
+	$(BIN)/python -m pytest -q $(NBVAL) chapters
 
 # the same in a second numerical environment on this machine: torch's portable kernels,
-# NumPy without its SIMD families, one thread (tools/numerics.py); both must pass
+# NumPy without its SIMD families, one thread (tools/numerics.py); both must pass. With one
+# thread per kernel, JOBS chapters run at once (each notebook's cells on one worker, in order)
 nbval-alt: venv
 	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) chapters
 
