@@ -359,6 +359,7 @@ def test_an_import_inside_the_function_is_watched_too():
     assert out.stdout.split() == ["library_shortcut", "torch.softmax"], out.stdout
 
 
+@pytest.mark.slow  # starts a Jupyter kernel
 def test_interrupting_a_check_in_a_real_jupyter_kernel_leaves_nothing_running():
     """The same as leak 1, through a real ipykernel and its interrupt (the stop button)."""
     jc = pytest.importorskip("jupyter_client.manager")

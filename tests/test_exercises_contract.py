@@ -1,4 +1,4 @@
-"""The exercise contract (COURSE.md), checked for EVERY registered exercise.
+"""The exercise contract (what every exercise promises; listed below), checked for EVERY registered exercise.
 
 Parametrized over :data:`attnlib.exercises.EXERCISES`, so each chapter's exercises are
 covered as soon as they are registered: the reference passes, the stub is "not

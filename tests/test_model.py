@@ -184,6 +184,7 @@ def test_seeded_model_is_deterministic():
     torch.testing.assert_close(small(mlp=True)(idx), small(mlp=True)(idx), rtol=0, atol=0)
 
 
+@pytest.mark.slow  # ~10 s of training
 def test_short_training_run_reduces_the_loss():
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=16, context_length=16, num_layers=2, num_heads=2, d_model=32))
