@@ -95,6 +95,7 @@ class Mistake:
     fn: Callable
     kind: str = "output"  # "output" | "slow" | "mutates" | "custom"
     variants: tuple = ()
+    fix: str = ""  # level 2 of the hint ladder: the concrete fix, shown when asked for
 
 
 @dataclass
@@ -153,6 +154,7 @@ class Exercise:
     extra_check: Callable | None = None
     total_time_limit: float | None = None
     forbidden: tuple = ()
+    hints: tuple = ()  # steps from the idea to a near-solution, for failures no mistake explains
 
     def mistake(self, key: str) -> Mistake:
         for m in self.mistakes:
@@ -161,9 +163,14 @@ class Exercise:
         raise KeyError(f"exercise {self.name!r} has no mistake {key!r}; known: "
                        f"{[m.key for m in self.mistakes]}")
 
-    def all_cases(self) -> list:
-        """The cases as a list (``cases`` may be a function or a plain list)."""
-        return list(self.cases() if callable(self.cases) else self.cases)
+    def all_cases(self, rng=None) -> list:
+        """The cases as a list (``cases`` may be ``cases(rng)``, ``cases()`` or a plain list);
+        ``rng`` defaults to a fixed seed."""
+        if not callable(self.cases):
+            return list(self.cases)
+        if inspect.signature(self.cases).parameters:
+            return list(self.cases(np.random.default_rng(0) if rng is None else rng))
+        return list(self.cases())
 
     def shortcuts(self) -> tuple:
         """The forbidden functions: ``forbidden`` plus ``attnlib.<name>`` if it exists."""
@@ -494,7 +501,7 @@ def _check(name: str, fn: Callable) -> CheckResult:
     if not callable(fn):
         return CheckResult(name, "error", tr(f"check({name!r}, fn) needs a function, got {type(fn).__name__}. "
                                              "Pass the function itself, without calling it: check(name, my_fn)."))
-    cases = ex.all_cases()
+    cases = ex.all_cases(np.random.default_rng())
     for case in cases:
         problem = _signature_problem(fn, case, ex)
         if problem:

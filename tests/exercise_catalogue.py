@@ -1,0 +1,57 @@
+"""Helpers for the chapter exercise tests: the catalogue of an exercise holds on every
+draw of its cases (cases vary per check, so the contract must hold for any seed)."""
+from __future__ import annotations
+
+import numpy as np
+
+from attnlib.exercises._compare import _compare, _to_numpy
+from attnlib.exercises._core import _outcome, _reproduces
+
+SEEDS = range(20)
+
+
+def catalogue_problems(ex, seeds=SEEDS) -> list[str]:
+    """For every seed: the reference gives a value on every case, every output mistake
+    (and each variant) gives a value on some case, differs from the reference on some
+    case, and is recognised as itself (no earlier mistake in the catalogue explains it)."""
+    problems = []
+    for seed in seeds:
+        cases = ex.all_cases(np.random.default_rng(seed))
+        with np.errstate(all="ignore"):
+            ref = [_outcome(ex.reference, c) for c in cases]
+        if any(state != "value" for state, _ in ref):
+            problems.append(f"seed {seed}: the reference raised")
+            continue
+        for m in ex.mistakes:
+            if m.kind != "output":
+                continue
+            for v, impl in enumerate((m.fn, *m.variants)):
+                who = f"seed {seed}: {m.key}" + (f" variant {v - 1}" if v else "")
+                with np.errstate(all="ignore"):
+                    outs = [_outcome(impl, c) for c in cases]
+                if not any(state == "value" for state, _ in outs):
+                    problems.append(f"{who} raises on every case")
+                    continue
+                if all(state == "value" and _compare(got, want, ex)[0]
+                       for (state, got), (_, want) in zip(outs, ref)):
+                    problems.append(f"{who} passes as correct")
+                    continue
+                with np.errstate(all="ignore"):
+                    first = next((m2 for m2 in ex.mistakes
+                                  if m2.kind == "output" and _reproduces(m2, outs, cases, ex)), None)
+                if first is not m:
+                    problems.append(f"{who} is recognised as {first.key if first else None}")
+    return problems
+
+
+def passes_every_seed(ex, fn, seeds=range(5)) -> list[str]:
+    """The seeds on which ``fn`` differs from the reference (in-process, no worker)."""
+    bad = []
+    for seed in seeds:
+        for i, c in enumerate(ex.all_cases(np.random.default_rng(seed))):
+            want = _to_numpy(ex.reference(*c.args, **c.kwargs))
+            got = _to_numpy(fn(*c.args, **c.kwargs))
+            ok, why, _ = _compare(got, want, ex)
+            if not ok:
+                bad.append(f"seed {seed} case {i} ({c.label}): {why}")
+    return bad
