@@ -163,13 +163,13 @@ class Exercise:
         raise KeyError(f"exercise {self.name!r} has no mistake {key!r}; known: "
                        f"{[m.key for m in self.mistakes]}")
 
-    def all_cases(self, rng=None) -> list:
-        """The cases as a list (``cases`` may be ``cases(rng)``, ``cases()`` or a plain list);
-        ``rng`` defaults to a fixed seed."""
+    def all_cases(self, seed: int = 0) -> list:
+        """The cases as a list, made with ``np.random.default_rng(seed)`` (``cases`` may be
+        ``cases(rng)``, ``cases()`` or a plain list)."""
         if not callable(self.cases):
             return list(self.cases)
         if inspect.signature(self.cases).parameters:
-            return list(self.cases(np.random.default_rng(0) if rng is None else rng))
+            return list(self.cases(np.random.default_rng(seed)))
         return list(self.cases())
 
     def shortcuts(self) -> tuple:
@@ -501,7 +501,7 @@ def _check(name: str, fn: Callable) -> CheckResult:
     if not callable(fn):
         return CheckResult(name, "error", tr(f"check({name!r}, fn) needs a function, got {type(fn).__name__}. "
                                              "Pass the function itself, without calling it: check(name, my_fn)."))
-    cases = ex.all_cases(np.random.default_rng())
+    cases = ex.all_cases(int(np.random.SeedSequence().entropy % 2**32))
     for case in cases:
         problem = _signature_problem(fn, case, ex)
         if problem:

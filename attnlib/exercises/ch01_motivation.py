@@ -194,9 +194,7 @@ register(Exercise(
     ],
     hint="Each query compares itself with every key (one score per key), turns its row of scores into "
          "positive weights that sum to 1, and averages the values with them. Which axis holds the keys?",
-    hints=("Each query compares itself with every key (one score per key), turns its row of scores into "
-           "positive weights that sum to 1, and averages the values with them. Which axis holds the keys?",
-           "Three steps, with their shapes: the scores of every query against every key, (L, S); a "
+    hints=("Three steps, with their shapes: the scores of every query against every key, (L, S); a "
            "softmax along the axis of the keys, so that every row sums to 1; the weighted average of "
            "the values, (L, S) times (S, Ev).",
            "scores = query @ keys.T; subtract each row's maximum, exponentiate and divide by the row "
@@ -426,10 +424,7 @@ register(Exercise(
     hint="Follow the window one layer at a time: with no layer an output sees 1 position (itself). "
          "How many new positions does layer l add when its k taps are b**l apart? Stop when the window "
          "covers token 1.",
-    hints=("Follow the window one layer at a time: with no layer an output sees 1 position (itself). "
-           "How many new positions does layer l add when its k taps are b**l apart? Stop when the window "
-           "covers token 1.",
-           "A layer with k taps spaced s apart widens the window by (k - 1)·s: the window's own "
+    hints=("A layer with k taps spaced s apart widens the window by (k - 1)·s: the window's own "
            "position is shared. Layer l has spacing b**l, starting with 1 for l = 0. Keep everything "
            "in integers.",
            "field, layers = 1, 0; while field < n: add (k - 1)·b**layers to field, then layers += 1; "

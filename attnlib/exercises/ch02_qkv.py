@@ -170,10 +170,7 @@ register(Exercise(
     hint="softmax(x) = softmax(x - c) for any constant c, so choose a c per slice that keeps every "
          "exponent at or below 0. Reduce along `axis` only, and keep the reduced axis so the result "
          "lines up with x when you subtract and divide.",
-    hints=("softmax(x) = softmax(x - c) for any constant c, so choose a c per slice that keeps every "
-           "exponent at or below 0. Reduce along `axis` only, and keep the reduced axis so the result "
-           "lines up with x when you subtract and divide.",
-           "The constant is the slice's maximum: the largest exponent is then exactly 0, and the sum "
+    hints=("The constant is the slice's maximum: the largest exponent is then exactly 0, and the sum "
            "is at least 1, so there is neither overflow nor 0 / 0. Reduce with axis=axis and "
            "keepdims=True, and build new arrays rather than changing x.",
            "m = the max along axis (keepdims=True); e = exp(x - m); return e divided by its sum along "
@@ -464,11 +461,7 @@ register(Exercise(
          "query; scaled by the standard deviation of a dot product of width E; a blocked key must get "
          "weight exactly 0 after the softmax (what score does that?); each row of weights averages the "
          "values.",
-    hints=("Follow the four stages and write the shape of each array: scores (..., L, S), one row per "
-           "query; scaled by the standard deviation of a dot product of width E; a blocked key must get "
-           "weight exactly 0 after the softmax (what score does that?); each row of weights averages the "
-           "values.",
-           "The scores are the queries times the keys with only their last two axes swapped, divided "
+    hints=("The scores are the queries times the keys with only their last two axes swapped, divided "
            "by √E; blocked scores become −∞ before the softmax; the softmax runs along the last axis "
            "with the row maximum subtracted; the output is the weights times the values.",
            "scores = q @ swapaxes(k, -1, -2) / sqrt(E); where the mask is False put -inf; subtract the "
@@ -642,10 +635,7 @@ register(Exercise(
     hint="Write down the shape of every array before you compute it: which sequence do the queries "
          "come from, which do the keys and the values come from, and which width does the score of a "
          "query and a key have? The output has one row per token of x.",
-    hints=("Write down the shape of every array before you compute it: which sequence do the queries "
-           "come from, which do the keys and the values come from, and which width does the score of a "
-           "query and a key have? The output has one row per token of x.",
-           "Queries (L, d_k) from x, keys (S, d_k) and values (S, d_v) from y; the scores (L, S) are "
+    hints=("Queries (L, d_k) from x, keys (S, d_k) and values (S, d_v) from y; the scores (L, S) are "
            "divided by √d_k and turned into weights with a stable softmax over the keys; the weights "
            "average the values.",
            "Q = x @ w_q, K = y @ w_k, V = y @ w_v; then the attention of the previous exercise on Q, K, V."),

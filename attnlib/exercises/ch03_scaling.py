@@ -194,10 +194,7 @@ register(Exercise(
     hint="Split q·k into its d_k independent terms q_i k_i: how do the variances of independent terms "
          "combine? For one term, start from Var(X) = E[X²] - E[X]². Which expectations does independence "
          "let you split, and what is E[q_i²] for a number with mean μ_q and standard deviation σ_q?",
-    hints=("Split q·k into its d_k independent terms q_i k_i: how do the variances of independent terms "
-           "combine? For one term, start from Var(X) = E[X²] - E[X]². Which expectations does independence "
-           "let you split, and what is E[q_i²] for a number with mean μ_q and standard deviation σ_q?",
-           "Independence gives E[(q_i k_i)²] = E[q_i²] E[k_i²] and E[q_i k_i] = μ_q μ_k, and "
+    hints=("Independence gives E[(q_i k_i)²] = E[q_i²] E[k_i²] and E[q_i k_i] = μ_q μ_k, and "
            "E[q_i²] = σ_q² + μ_q². The d_k terms are independent, so their variances add.",
            "One term: (σ_q² + μ_q²)(σ_k² + μ_k²) - (μ_q μ_k)²; the answer is d_k times that."),
 ))
@@ -358,10 +355,7 @@ register(Exercise(
     hint="Differentiate p_i = e^(x_i) / Σ e^(x_j) with the quotient rule, once for j = i and once for "
          "j ≠ i: both cases fit one formula in p alone. Then build it for a whole batch with broadcasting "
          "(a new axis for j).",
-    hints=("Differentiate p_i = e^(x_i) / Σ e^(x_j) with the quotient rule, once for j = i and once for "
-           "j ≠ i: both cases fit one formula in p alone. Then build it for a whole batch with broadcasting "
-           "(a new axis for j).",
-           "The derivative is p_i (δ_ij - p_j): the matrix diag(p) minus the outer product p pᵀ. "
+    hints=("The derivative is p_i (δ_ij - p_j): the matrix diag(p) minus the outer product p pᵀ. "
            "Compute p with a stable softmax over the last axis; each row of J sums to 0.",
            "p of shape (..., n); the diagonal part is p with a new last axis times the identity; the "
            "outer product is p with a new last axis times p with a new second-to-last axis."),

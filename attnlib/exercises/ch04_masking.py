@@ -71,18 +71,17 @@ def _no_max_subtraction(scores, mask):
 def _exp_times_mask(scores, mask):
     s, m = _np(scores, np.float64), _np(mask, bool)
     with np.errstate(all="ignore"):
-        e = np.exp(s) * m  # a blocked exp(800) = inf times 0 is NaN
+        e = np.exp(s) * m  # a blocked exp(900) = inf times 0 is NaN
         return e / e.sum(axis=-1, keepdims=True)
 
 
 def _exp_allowed_max_times_mask(scores, mask):
     """The maximum over the allowed scores (a -1e9 fill), but the exponential of every score."""
-    s, m = np.broadcast_arrays(_np(scores, np.float64), _np(mask, bool))
+    s, m = _np(scores, np.float64), _np(mask, bool)
     with np.errstate(all="ignore"):
         top = np.where(m, s, -1e9).max(axis=-1, keepdims=True)
-        e = np.exp(s - top) * m  # exp(800 - 0) = inf, times 0: NaN
-        total = e.sum(axis=-1, keepdims=True)
-        return e / np.where(total > 0, total, 1.0)
+        e = np.exp(s - top) * m  # exp(725) = inf, times 0: NaN
+        return e / e.sum(axis=-1, keepdims=True)
 
 
 def _renormalise_after_guarded(scores, mask):  # also: exp(s - max over ALL keys) * mask, normalised
@@ -122,7 +121,9 @@ def _masked_softmax_cases(rng):
     empty_row = np.ones((3, 4), dtype=bool)
     empty_row[1] = False
     decoder = np.tril(np.ones((4, 4), dtype=bool))[None] & (np.arange(4) < np.array([[3], [0]]))[:, None, :]
-    blocked_high = np.array([[n(), rng.uniform(780.0, 820.0)], n(2)])
+    # exp(725) overflows, exp(-725) does not underflow (it is a subnormal > 0)
+    blocked_high = np.array([[n(), 0.0], n(2)])
+    blocked_high[0, 1] = blocked_high[0, 0] + rng.uniform(715.0, 735.0)
     big = np.array([[1000.0, 999.0, 0.0], [-1.0, 0.0, 1.0]]) + rng.uniform(-0.5, 0.5, (2, 3))
     # large scores everywhere: row 0 has a blocked score far above its allowed ones, row 1
     # may attend to nothing, row 2 sits ~1000 below the others
@@ -134,7 +135,7 @@ def _masked_softmax_cases(rng):
         Case(args=(2 * n((2, 3, 5)), pad), label="padding mask (2, 1, 5) broadcast over queries"),
         Case(args=(n((3, 4)), empty_row), label="row 1 may attend to nothing"),
         Case(args=(blocked_high, np.tril(np.ones((2, 2), dtype=bool))),
-             label="a blocked score of about 800 beside a small allowed one"),
+             label="a blocked score about 725 above the allowed one"),
         Case(args=(n((2, 4, 4)), decoder),
              label="causal & padding, lengths 3 and 0 (an empty sequence)"),
         Case(args=(np.array([[n()]]), np.array([[False]])), label="one query, one blocked key"),
@@ -174,8 +175,8 @@ register(Exercise(
         Mistake("renormalised_after_softmax", "Masked after the softmax, then renormalised",
                 "Dividing the zeroed weights by their row sum repairs the algebra, but not the numerics: "
                 "the softmax subtracted the row maximum, which can belong to a blocked key (a blocked "
-                "score of 800 underflows every allowed weight to 0), and a row with no allowed key "
-                "divides 0 by 0. Both give NaN. Mask the scores before the softmax, and decide "
+                "score 900 above the allowed ones underflows every allowed weight to 0), and a row with "
+                "no allowed key divides 0 by 0. Both give NaN. Mask the scores before the softmax, and decide "
                 "explicitly what an empty row returns (zeros).",
                 fn=_renormalise_after,
                 fix="s = np.where(mask, scores, -np.inf); subtract the row maximum of s (0 where it is "
@@ -191,9 +192,9 @@ register(Exercise(
         Mistake("max_includes_blocked", "The row maximum includes the blocked keys",
                 "Your weights are right except where a blocked score dwarfs the allowed ones: you "
                 "subtracted the maximum over all keys (or took the full softmax and renormalised after "
-                "masking), so beside a blocked score of 800 every allowed exp underflows to 0 and the row "
-                "comes out as zeros instead of [1, 0]. Block the keys first, then take the maximum over "
-                "the allowed scores only.",
+                "masking), so beside a blocked score 900 above the allowed ones every allowed exp "
+                "underflows to 0 and the row comes out as zeros instead of weights that sum to 1. Block "
+                "the keys first, then take the maximum over the allowed scores only.",
                 fn=_renormalise_after_guarded, variants=(_renormalise_after_eps,),
                 fix="top = np.where(mask, scores, -np.inf).max(axis=-1, keepdims=True), with 0 where "
                     "a row has no allowed key."),
@@ -217,9 +218,10 @@ register(Exercise(
                     "(w * mask), or use np.where(mask, scores, -np.inf) with the empty-row guard."),
         Mistake("exp_times_mask", "Exponentials of blocked scores multiplied by the mask",
                 "You exponentiate every score, blocked ones included, and then multiply by the mask. A "
-                "blocked score of 800 gives exp = inf, and inf × 0 is NaN, not 0 (NaN comes from 0 × ∞, "
-                "∞ − ∞, ∞ / ∞ and 0 / 0). Block before the exponential, by choosing the blocked scores, "
-                "so that their exponential is exactly 0 and nothing is ever multiplied by 0.",
+                "blocked score 725 above the others gives exp = inf, and inf × 0 is NaN, not 0 (NaN comes "
+                "from 0 × ∞, ∞ − ∞, ∞ / ∞ and 0 / 0). Block before the exponential, by choosing the "
+                "blocked scores, so that their exponential is exactly 0 and nothing is ever multiplied "
+                "by 0.",
                 fn=_exp_times_mask, variants=(_exp_allowed_max_times_mask,),
                 fix="e = np.exp(np.where(mask, scores, -np.inf) - top) with top the row maximum of the "
                     "allowed scores (0 for an empty row); never np.exp(scores) * mask."),
@@ -254,11 +256,7 @@ register(Exercise(
          "before the softmax. Then trace your code on a row in which every key is blocked: what is its "
          "maximum, what does exp give, what do you divide by? The answer for that row should be zeros. "
          "If every entry comes out NaN, look for a 0 × ∞: −∞ multiplied by a mask of zeros and ones.",
-    hints=("Ask what score a blocked key must have so that its exponential is exactly 0, and apply that "
-           "before the softmax. Then trace your code on a row in which every key is blocked: what is its "
-           "maximum, what does exp give, what do you divide by? The answer for that row should be zeros. "
-           "If every entry comes out NaN, look for a 0 × ∞: −∞ multiplied by a mask of zeros and ones.",
-           "Three steps: replace the blocked scores by −∞ (choose, do not multiply); subtract each row's "
+    hints=("Three steps: replace the blocked scores by −∞ (choose, do not multiply); subtract each row's "
            "largest remaining score, using 0 instead where the whole row is −∞; exponentiate and divide "
            "by the row sum, dividing by 1 instead where that sum is 0.",
            "s = where(mask, scores, -inf); top = row max of s, 0 where not finite; e = exp(s - top); "
@@ -408,10 +406,7 @@ register(Exercise(
     hint="Write down the three conditions a key must meet, each as a bool table of queries (rows) "
          "against keys (columns) built from the ids by broadcasting, and think about how they must "
          "combine. Then check a padding query: what should its row be?",
-    hints=("Write down the three conditions a key must meet, each as a bool table of queries (rows) "
-           "against keys (columns) built from the ids by broadcasting, and think about how they must "
-           "combine. Then check a padding query: what should its row be?",
-           "The three tables: key j at or before query i (n, n); the same document id for query and key "
+    hints=("The three tables: key j at or before query i (n, n); the same document id for query and key "
            "(..., n, n), from the ids along a new last axis compared with the ids along a new "
            "second-to-last axis; and a key id that is not -1 (..., 1, n). All three must hold.",
            "causal (j <= i) & (ids[..., :, None] == ids[..., None, :]) & (ids >= 0)[..., None, :]."),

@@ -110,10 +110,7 @@ register(Exercise(
     hint="Picture each token's row of d_model numbers as num_heads pieces side by side. First cut every "
          "row into its pieces while the token axis stays where it is; then bring the head axis in front "
          "of the token axis. Count the axes from the end so that batch axes do not matter.",
-    hints=("Picture each token's row of d_model numbers as num_heads pieces side by side. First cut every "
-           "row into its pieces while the token axis stays where it is; then bring the head axis in front "
-           "of the token axis. Count the axes from the end so that batch axes do not matter.",
-           "Cutting the last axis into (num_heads, d_head) is a reshape of the last axis only: "
+    hints=("Cutting the last axis into (num_heads, d_head) is a reshape of the last axis only: "
            "(..., n, d_model) becomes (..., n, h, d_head). Bringing the heads in front of the tokens "
            "swaps the axes -3 and -2.",
            "x.reshape(*batch, n, h, d_head), then swap axes -2 and -3."),
@@ -317,10 +314,7 @@ register(Exercise(
     hint="Follow the chapter's shape table one row at a time: project, split each projection into "
          "heads, attend inside every head (which width sets the scale?), put the heads back side by side "
          "in token order, and let w_o mix them. Print the shape after every step.",
-    hints=("Follow the chapter's shape table one row at a time: project, split each projection into "
-           "heads, attend inside every head (which width sets the scale?), put the heads back side by side "
-           "in token order, and let w_o mix them. Print the shape after every step.",
-           "Shapes: x @ w is (..., n, d_model); split into (..., h, n, d_head); scores (..., h, n, n) "
+    hints=("Shapes: x @ w is (..., n, d_model); split into (..., h, n, d_head); scores (..., h, n, n) "
            "scaled by √d_head, blocked with −∞ before a stable softmax over the keys; weights times "
            "values (..., h, n, d_head); heads moved back behind the tokens and joined to (..., n, d_model); "
            "then w_o.",
@@ -438,9 +432,7 @@ register(Exercise(
     ],
     hint="Chapter 3 found the variance of a dot product of unit-variance components: what is it for the "
          "dot products inside one head here, and which divisor brings it back to 1?",
-    hints=("Chapter 3 found the variance of a dot product of unit-variance components: what is it for the "
-           "dot products inside one head here, and which divisor brings it back to 1?",
-           "One head's dot product sums d_head = d_model / num_heads products, so its variance is d_head "
+    hints=("One head's dot product sums d_head = d_model / num_heads products, so its variance is d_head "
            "and its standard deviation √d_head. Split the queries and the keys into heads as in the "
            "previous exercise, then multiply every head's queries by its transposed keys.",
            "q = split_heads(x @ w_q, h), k = split_heads(x @ w_k, h); "

@@ -146,10 +146,7 @@ register(Exercise(
     hint="l1 is a sum of exp(s - m1) and l2 a sum of exp(s - m2): numbers in two different units. "
          "Which common reference makes them addable without overflow, and what factor converts each "
          "state to it? A row that saw no keys in either block must stay empty.",
-    hints=("l1 is a sum of exp(s - m1) and l2 a sum of exp(s - m2): numbers in two different units. "
-           "Which common reference makes them addable without overflow, and what factor converts each "
-           "state to it? A row that saw no keys in either block must stay empty.",
-           "The common reference is the larger maximum m; a sum taken relative to m_i becomes a sum "
+    hints=("The common reference is the larger maximum m; a sum taken relative to m_i becomes a sum "
            "relative to m when multiplied by exp(m_i - m), a factor <= 1. l and acc get the same factor. "
            "Where m is -inf, use 0 in the exponent instead.",
            "m = max(m1, m2); m_safe = 0 where m is -inf; a_i = exp(m_i - m_safe); "
@@ -404,10 +401,7 @@ register(Exercise(
     hint="Keep three running quantities per query (the largest score so far, the sum of the exponentials "
          "and the weighted sum of the values) and, whenever a new key block raises the maximum, rescale "
          "the old sums before adding the block's; divide once, at the end.",
-    hints=("Keep three running quantities per query (the largest score so far, the sum of the exponentials "
-           "and the weighted sum of the values) and, whenever a new key block raises the maximum, rescale "
-           "the old sums before adding the block's; divide once, at the end.",
-           "Start with m = −∞, l = 0, acc = 0 per query. For each block: its scores (L, block) scaled by "
+    hints=("Start with m = −∞, l = 0, acc = 0 per query. For each block: its scores (L, block) scaled by "
            "1/√E; the new maximum; the factor exp(old m − new m) for the old sums; the block's "
            "exponentials relative to the new maximum, added to l and (times the block's values) to acc.",
            "for j in range(0, S, B): s = q @ k[j:j+B].T / sqrt(E); m_new = max(m, s.max(-1)); "
@@ -592,9 +586,7 @@ register(Exercise(
     ],
     hint="Query i sees keys 0..i, itself included. Which two running sums does the formula for out_i "
          "need, and must token i's key be in them before you read them?",
-    hints=("Query i sees keys 0..i, itself included. Which two running sums does the formula for out_i "
-           "need, and must token i's key be in them before you read them?",
-           "First add token i to the state: its key features times its value (an (F, Ev) outer product) "
+    hints=("First add token i to the state: its key features times its value (an (F, Ev) outer product) "
            "to kv, its key features to z. Then the output is the query's features times kv, divided by "
            "the query's features times z.",
            "kv = kv + outer(phi_k, v); z = z + phi_k; return kv, z, (phi_q @ kv) / (phi_q @ z)."),

@@ -137,10 +137,7 @@ register(Exercise(
     hint="Which entries of the (L, L) matrix hold 'query i looks at key i - 1'? They lie on one line "
          "parallel to the main diagonal. How many queries have a previous token, and which axes are "
          "the queries and the keys when there are batch and head axes in front?",
-    hints=("Which entries of the (L, L) matrix hold 'query i looks at key i - 1'? They lie on one line "
-           "parallel to the main diagonal. How many queries have a previous token, and which axes are "
-           "the queries and the keys when there are batch and head axes in front?",
-           "The entries weights[..., i, i - 1] for i = 1 ... L - 1 form the diagonal one step below the "
+    hints=("The entries weights[..., i, i - 1] for i = 1 ... L - 1 form the diagonal one step below the "
            "main one, of the last two axes: L - 1 numbers per head. The score is their mean.",
            "np.diagonal with offset -1 over the axes -2 and -1, then the mean over the last axis."),
     rtol=1e-4, atol=1e-6,  # weights in [0, 1]: a float32 answer passes
@@ -223,10 +220,7 @@ register(Exercise(
     hint="For each query of the repeat, find the key of the token that followed the previous copy of "
          "the current token: how far behind the query is it? Those keys form one diagonal of the last "
          "two axes; which queries have such a key?",
-    hints=("For each query of the repeat, find the key of the token that followed the previous copy of "
-           "the current token: how far behind the query is it? Those keys form one diagonal of the last "
-           "two axes; which queries have such a key?",
-           "The keys i - period + 1 for queries i = period ... L - 1 lie on the diagonal with offset "
+    hints=("The keys i - period + 1 for queries i = period ... L - 1 lie on the diagonal with offset "
            "1 - period of the axes -2 and -1. That diagonal starts one query too early, at "
            "i = period - 1.",
            "np.diagonal with offset 1 - period over the axes -2 and -1, drop its first entry, then take "
@@ -349,10 +343,7 @@ register(Exercise(
     hint="Which token does the prediction at position t target, and from which position on has the "
          "target already appeared one period earlier? The loss is the mean of -log p(target), with p a "
          "softmax over the vocabulary: compute its logarithm without overflowing.",
-    hints=("Which token does the prediction at position t target, and from which position on has the "
-           "target already appeared one period earlier? The loss is the mean of -log p(target), with p a "
-           "softmax over the vocabulary: compute its logarithm without overflowing.",
-           "The targets are the inputs shifted by one. Token seq[:, period] is the first that repeats, "
+    hints=("The targets are the inputs shifted by one. Token seq[:, period] is the first that repeats, "
            "and it is predicted at position period - 1. The log-probabilities are the logits minus "
            "their log-sum-exp over the vocabulary, with the maximum subtracted inside the exponential.",
            "log_p = log_softmax(logits); pick each position's target entry with np.take_along_axis and "
@@ -524,10 +515,7 @@ register(Exercise(
     hint="Which axis of (N, h, L, d_head) holds the heads? Switch the chosen head off before anything "
          "mixes the heads, then join the heads token by token as in chapter 5 and apply W_O. Leave the "
          "caller's array as it was.",
-    hints=("Which axis of (N, h, L, d_head) holds the heads? Switch the chosen head off before anything "
-           "mixes the heads, then join the heads token by token as in chapter 5 and apply W_O. Leave the "
-           "caller's array as it was.",
-           "Make a copy (or multiply by a (h, 1, 1) array of ones with a single 0); zero the head along "
+    hints=("Make a copy (or multiply by a (h, 1, 1) array of ones with a single 0); zero the head along "
            "axis 1; move the token axis in front of the heads, (N, L, h, d_head), and merge the last "
            "two axes into h * d_head; then multiply by w_o.",
            "keep = ones((h, 1, 1)); keep[head] = 0; concat = swapaxes(heads * keep, 1, 2).reshape(N, L, "

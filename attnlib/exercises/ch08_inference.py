@@ -162,10 +162,7 @@ register(Exercise(
     hint="Write the condition for query i and key j first: at which of the S positions does "
          "query i sit when the L queries are the last L? Then evaluate it for all pairs (i, j) at "
          "once.",
-    hints=("Write the condition for query i and key j first: at which of the S positions does "
-           "query i sit when the L queries are the last L? Then evaluate it for all pairs (i, j) at "
-           "once.",
-           "The L queries occupy positions S - L ... S - 1, so query i sits at position i + S - L and "
+    hints=("The L queries occupy positions S - L ... S - 1, so query i sits at position i + S - L and "
            "may see every key at or before it. Build a column of query indices and a row of key "
            "indices and compare them by broadcasting.",
            "np.arange(S)[None, :] <= np.arange(L)[:, None] + (S - L)."),
@@ -244,10 +241,7 @@ register(Exercise(
     hint="Write out the order of the output heads for h_kv = 2, n_rep = 2, then find the "
          "operation that repeats each element of one axis (not the whole block) and "
          "apply it to the head axis.",
-    hints=("Write out the order of the output heads for h_kv = 2, n_rep = 2, then find the "
-           "operation that repeats each element of one axis (not the whole block) and "
-           "apply it to the head axis.",
-           "The output heads are [a, a, b, b]: each key/value head followed by its copies. NumPy's "
+    hints=("The output heads are [a, a, b, b]: each key/value head followed by its copies. NumPy's "
            "repeat does exactly that to the elements of one axis; alternatively add a new axis after "
            "the heads, broadcast it to n_rep and merge it with the heads.",
            "np.repeat(x, n_rep, axis=1)."),
@@ -375,10 +369,7 @@ register(Exercise(
     hint="Which feature is the partner of feature i? Give each pair its own frequency and each "
          "(row, pair) its own angle, then write the 2 x 2 rotation of every pair with whole-array "
          "operations on the two halves of x.",
-    hints=("Which feature is the partner of feature i? Give each pair its own frequency and each "
-           "(row, pair) its own angle, then write the 2 x 2 rotation of every pair with whole-array "
-           "operations on the two halves of x.",
-           "Feature i pairs with feature i + d/2. The frequencies form a vector of d/2 numbers, "
+    hints=("Feature i pairs with feature i + d/2. The frequencies form a vector of d/2 numbers, "
            "base to the power -2i/d; the angles are the outer product of the positions (L) with it, "
            "(L, d/2). The first half becomes a cos - b sin, the second b cos + a sin.",
            "theta = base ** (-arange(0, d, 2) / d); angle = positions[:, None] * theta; x1, x2 = the two "
@@ -556,10 +547,7 @@ register(Exercise(
     hint="Two things happen in one step: the cache grows by the new token, and the new query reads "
          "the whole cache. In which order, along which axis does the cache grow, and does a single new "
          "query, the last position, need a mask?",
-    hints=("Two things happen in one step: the cache grows by the new token, and the new query reads "
-           "the whole cache. In which order, along which axis does the cache grow, and does a single new "
-           "query, the last position, need a mask?",
-           "Append first, along the positions (axis -2), old positions first: (N, h, S0 + 1, d). Then "
+    hints=("Append first, along the positions (axis -2), old positions first: (N, h, S0 + 1, d). Then "
            "ordinary scaled dot-product attention of the (N, h, 1, d) query against all S0 + 1 keys, "
            "with a stable softmax over the last axis and no mask.",
            "k_all = concatenate([k_cache, k], axis=-2); v_all likewise; scores = q @ swapaxes(k_all, -1, -2) "
