@@ -221,7 +221,7 @@ register(Exercise(
         Mistake("reshape_without_transpose", "Heads split with a reshape alone",
                 "Reshaping (..., n, d_model) straight to (..., h, n, d_head) mixes tokens: a 'token' of a "
                 "head is made of pieces of several tokens. Cut each token's row into heads while the "
-                "token axis stays in place, then move the head axis in front of the tokens (and undo "
+                "token axis stays where it is, then move the head axis in front of the tokens (and undo "
                 "both steps when you concatenate the heads).",
                 fn=lambda *a, **kw: _mha(*a, **kw, split=_split_reshape_only, merge="reshape"),
                 fix="Reshape to (..., n, h, d_head) and swap axes -2 and -3; to merge, swap them back "
@@ -410,7 +410,7 @@ register(Exercise(
                 "Reshaping (..., n, d_model) straight to (..., h, n, d_head) has the right shape but "
                 "mixes tokens: a row of a head is stitched from pieces of several tokens, so score "
                 "[i, j] no longer compares token i with token j. Cut each token's row into heads while "
-                "the token axis stays in place, then move the head axis in front.",
+                "the token axis stays where it is, then move the head axis in front.",
                 fn=lambda *a: _head_scores(*a, split=_split_reshape_only),
                 fix="Reshape to (..., n, h, d_head), then swap axes -2 and -3."),
         Mistake("interleaved_columns", "Heads take interleaved columns",
