@@ -290,3 +290,8 @@ def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
     assert len(ex.hints) >= 2 and ex.hints[0] != ex.hint
     for m in ex.mistakes:
         assert m.fix and m.fix not in m.message, m.key
+
+
+def test_attention_with_identity_keys_is_refused_as_the_library_answer():
+    res = check("masked_softmax", ms_sdpa_identity)
+    assert res.mistake == "library_shortcut", res.message

@@ -49,12 +49,20 @@ def repeat_loss_torch(logits, seq, period):
 
 
 @pytest.mark.parametrize("name,fn", [("prev_token_score", prev_loop), ("prev_token_score", prev_torch),
-                                     ("prev_token_score", T.prev_token_score),
                                      ("induction_score", induction_diagonal), ("induction_score", induction_loop),
                                      ("repeat_loss", repeat_loss_torch)])
 def test_equivalent_correct_answers_pass(name, fn):
     res = check(name, fn)
     assert res.passed, res.message
+
+
+@pytest.mark.parametrize("name,fn", [("prev_token_score", T.prev_token_score),
+                                     ("induction_score", T.induction_score)])
+def test_the_chapters_own_instruments_are_refused(name, fn):
+    """attnlib.train computes these scores for the chapter: calling it is the library's answer
+    (issue 20), though it used to pass as an 'equivalent' answer."""
+    res = check(name, fn)
+    assert res.mistake == "library_shortcut", res.message
 
 
 # --- mistakes written independently of the catalogue are still recognised ------------

@@ -377,3 +377,9 @@ def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
     for m in ex.mistakes:
         if m.kind != "custom":
             assert m.fix and m.fix not in m.message, m.key
+
+
+@pytest.mark.filterwarnings("ignore:Lower right causal bias")
+def test_torchs_lower_right_bias_is_refused():
+    res = check("lower_right_causal_mask", lambda L, S: causal_lower_right(L, S)._materialize())
+    assert res.mistake == "library_shortcut", res.message

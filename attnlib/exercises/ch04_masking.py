@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._core import Case, Exercise, Mistake, register
+from ._core import ATTENTION_SHORTCUTS, Case, Exercise, Mistake, register
 from ._ref import as_np as _np
 from ._ref import softmax
 
@@ -262,6 +262,8 @@ register(Exercise(
            "s = where(mask, scores, -inf); top = row max of s, 0 where not finite; e = exp(s - top); "
            "return e / where(sum > 0, sum, 1)."),
     rtol=1e-4, atol=1e-6,  # weights in [0, 1]: a float32 answer (rounding ~1e-7) passes
+    # attention with q = scores and k = v = I computes the masked softmax: the library's answer
+    forbidden=ATTENTION_SHORTCUTS,
 ))
 
 

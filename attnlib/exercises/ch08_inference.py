@@ -167,6 +167,7 @@ register(Exercise(
            "indices and compare them by broadcasting.",
            "np.arange(S)[None, :] <= np.arange(L)[:, None] + (S - L)."),
     output_kind="bool",
+    forbidden=("torch.nn.attention.bias.causal_lower_right",),  # torch's own lower-right mask
     extra_check=_library_check("masks", "causal_mask", Case(args=(3, 5)), "calls_library",
                                counts=lambda kw: kw.get("align") == "lower_right"),
 ))
