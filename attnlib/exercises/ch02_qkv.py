@@ -355,7 +355,7 @@ register(Exercise(
         Mistake("no_scaling", "The scores are not scaled",
                 "You use q kᵀ directly. Its entries have variance E, which pushes the softmax towards "
                 "one-hot weights (and tiny gradients) as E grows. Bring the scores back to unit "
-                "variance by dividing them by their standard deviation before the softmax.",
+                "variance by dividing them by their standard deviation, √E, before the softmax.",
                 fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, scale="one"),
                 fix="scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(E) with E = q.shape[-1]."),
         Mistake("scaled_by_dk", "Divided by E instead of √E",
