@@ -15,7 +15,7 @@ import numpy as np
 
 __all__ = [
     "namespace", "library", "is_torch", "check_float", "is_low_precision", "compute_dtype",
-    "broadcast_batch", "check_mask", "check_scale", "check_size", "check_block_size", "check_flag",
+    "broadcast_batch", "check_mask", "check_scale", "check_size", "check_positive_int", "check_flag",
     "fmt_shape", "can_overwrite", "exp_", "all_finite", "check_finite",
 ]
 
@@ -207,7 +207,7 @@ def check_size(name: str, n) -> int:
     return int(n)
 
 
-def check_block_size(block_size, name: str = "block_size") -> int:
+def check_positive_int(block_size, name: str = "block_size") -> int:
     """``block_size`` as a positive int (positions per tile or chunk). Any integer type is
     accepted (``int``, ``np.int64``: :class:`numbers.Integral`), bool is not. A wrong type is
     a TypeError, a value below 1 a ValueError; both name ``name``. Shared by ``flash.py``,

@@ -33,7 +33,7 @@ import math
 
 from array_api_compat import device as _device
 
-from ._array import check_block_size, check_scale, compute_dtype, is_torch, namespace
+from ._array import check_positive_int, check_scale, compute_dtype, is_torch, namespace
 from .attention import _check_args, _check_qkv, _ensure_finite, _hidden
 
 __all__ = ["flash_attention", "online_softmax_merge", "attention_state", "default_block_size"]
@@ -76,7 +76,7 @@ def flash_attention(q, k, v, attn_mask=None, *, is_causal=False, scale=None, blo
     """
     xp, batch, mask, scale = _check_sdpa_args(q, k, v, attn_mask, is_causal, scale)
     is_causal = bool(is_causal)
-    block_size = default_block_size(q) if block_size is None else check_block_size(block_size)
+    block_size = default_block_size(q) if block_size is None else check_positive_int(block_size)
     inputs = q, k, v, attn_mask  # as given, for the finiteness check at the end
     ct = compute_dtype(xp, q)  # float32 for 16-bit inputs
     k, v = xp.astype(k, ct, copy=False), xp.astype(v, ct, copy=False)

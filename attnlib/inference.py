@@ -121,12 +121,12 @@ def _check_tokens(name, tokens):
 
 
 def _check_length(model, total, what):
-    """Refuse, with the fix, a sequence longer than the model's ``block_size``."""
-    block_size = getattr(getattr(model, "cfg", None), "block_size", None)
-    if block_size is not None and total > block_size:
+    """Refuse, with the fix, a sequence longer than the model's ``context_length``."""
+    context_length = getattr(getattr(model, "cfg", None), "context_length", None)
+    if context_length is not None and total > context_length:
         raise ValueError(f"{what} = {total} positions, but the model takes at most "
-                         f"block_size = {block_size}: generate fewer tokens, shorten the prompt, or "
-                         f"build the model with a larger block_size")
+                         f"context_length = {context_length}: generate fewer tokens, shorten the prompt, or "
+                         f"build the model with a larger context_length")
 
 
 @torch.no_grad()
@@ -247,15 +247,15 @@ def grouped_attention(q, k, v, attn_mask=None, *, scale=None):
     return out.reshape(N, h, L, v.shape[-1])  # (N, h, L, Ev)
 
 
-def kv_cache_bytes(n_layers, n_kv_heads, d_head, *, dtype="float16", tokens=1, batch=1):
-    """Bytes of a key/value cache: ``2 * n_layers * n_kv_heads * d_head * bytes * tokens * batch``.
+def kv_cache_bytes(num_layers, num_kv_heads, d_head, *, dtype="float16", tokens=1, batch=1):
+    """Bytes of a key/value cache: ``2 * num_layers * num_kv_heads * d_head * bytes * tokens * batch``.
 
-    The 2 counts keys and values. For multi-head attention ``n_kv_heads`` is the number
+    The 2 counts keys and values. For multi-head attention ``num_kv_heads`` is the number
     of heads; with grouped-query attention it is the number of key/value heads.
 
     Args:
-        n_layers: number of attention layers.
-        n_kv_heads: key/value heads per layer.
+        num_layers: number of attention layers.
+        num_kv_heads: key/value heads per layer.
         d_head: features per head.
         dtype: the stored dtype: a name from :data:`DTYPE_BYTES` (``"float16"``,
             ``"bfloat16"``, ``"float32"``, ``"int8"``, ...), a ``torch.dtype``, a NumPy
@@ -271,7 +271,7 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, *, dtype="float16", tokens=1, b
         >>> kv_cache_bytes(32, 32, 128)                 # Llama 2 7B, fp16, per token
         524288
     """
-    sizes = {"n_layers": n_layers, "n_kv_heads": n_kv_heads, "d_head": d_head, "tokens": tokens,
+    sizes = {"num_layers": num_layers, "num_kv_heads": num_kv_heads, "d_head": d_head, "tokens": tokens,
              "batch": batch}
     n = 2
     for name, value in sizes.items():
@@ -331,7 +331,7 @@ def rope_gpt(cfg: GPTConfig, *, base: float = 10000.0) -> GPT:
 
     Example::
 
-        >>> model = rope_gpt(GPTConfig(vocab_size=32, n_layer=2, n_head=4, d_model=64))
+        >>> model = rope_gpt(GPTConfig(vocab_size=32, num_layers=2, num_heads=4, d_model=64))
     """
     model = GPT(dataclasses.replace(cfg, pos="none"))
     for block in model.blocks:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from array_api_compat import device as _device
 
-from ._array import all_finite, check_block_size, check_finite, check_flag, compute_dtype, namespace
+from ._array import all_finite, check_positive_int, check_finite, check_flag, compute_dtype, namespace
 from .attention import _check_qkv
 
 __all__ = ["linear_attention", "elu_feature_map"]
@@ -76,7 +76,7 @@ def linear_attention(q, k, v, *, is_causal=False, chunk_size=64):
         check_finite(xp, q=q, k=k, v=v)
     if k.shape[-2] == 0:
         raise ValueError(f"{name}: k and v have no positions (S = 0); linear attention needs S >= 1")
-    chunk_size = check_block_size(chunk_size, "chunk_size")
+    chunk_size = check_positive_int(chunk_size, "chunk_size")
     is_causal = check_flag("is_causal", is_causal)
     out_dtype, ct = q.dtype, compute_dtype(xp, q)
     q, k, v = xp.astype(q, ct), xp.astype(k, ct), xp.astype(v, ct)

@@ -16,7 +16,7 @@ are), so what the course taught in chapters 2-5 is what trains here.
   prepends the cached keys and values and returns the new ones.
 * :class:`Block` - attention and an optional MLP, each on a residual path, with post-LN,
   pre-LN or no LayerNorm.
-* :class:`GPT` - token and position embeddings, ``n_layer`` blocks, the unembedding.
+* :class:`GPT` - token and position embeddings, ``num_layers`` blocks, the unembedding.
   ``forward(idx, return_weights=True)`` also returns every layer's attention weights;
   ``ablated({(layer, head), ...})`` zeroes chosen heads' outputs while it is active.
 
@@ -48,9 +48,9 @@ class GPTConfig:
 
     Attributes:
         vocab_size: number of token ids ``V``. Default: ``32``.
-        block_size: the longest sequence (number of position embeddings). Default: ``64``.
-        n_layer: number of blocks. Default: ``2``.
-        n_head: heads per attention layer; must divide ``d_model``. Default: ``4``.
+        context_length: the longest sequence (number of position embeddings). Default: ``64``.
+        num_layers: number of blocks. Default: ``2``.
+        num_heads: heads per attention layer; must divide ``d_model``. Default: ``4``.
         d_model: width of the residual stream. Default: ``64``.
         mlp: add a ``d_model -> 4 d_model -> d_model`` GELU MLP to every block.
             Default: ``False`` (an attention-only model).
@@ -63,9 +63,9 @@ class GPTConfig:
     """
 
     vocab_size: int = 32
-    block_size: int = 64
-    n_layer: int = 2
-    n_head: int = 4
+    context_length: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
     d_model: int = 64
     mlp: bool = False
     pos: str = "learned"
@@ -77,17 +77,17 @@ class GPTConfig:
             raise ValueError(f"pos={self.pos!r}; use one of {_POS}")
         if self.norm not in _NORM:
             raise ValueError(f"norm={self.norm!r}; use one of {_NORM}")
-        if self.d_model % self.n_head:
-            raise ValueError(f"n_head={self.n_head} does not divide d_model={self.d_model}: every "
-                             f"head gets d_model / n_head features")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"num_heads={self.num_heads} does not divide d_model={self.d_model}: every "
+                             f"head gets d_model / num_heads features")
         if self.pos == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"pos='sinusoidal' pairs sin and cos features: d_model={self.d_model} "
                              f"must be even")
 
     @property
     def d_head(self) -> int:
-        """Width of one head (its ``d_k``): ``d_model // n_head``."""
-        return self.d_model // self.n_head
+        """Width of one head (its ``d_k``): ``d_model // num_heads``."""
+        return self.d_model // self.num_heads
 
 
 def sinusoidal_table(n: int, d: int, base: float = 10000.0) -> torch.Tensor:
@@ -115,7 +115,7 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         d = cfg.d_model
-        self.n_head, self.d_head = cfg.n_head, cfg.d_head
+        self.num_heads, self.d_head = cfg.num_heads, cfg.d_head
         self.scale = 1.0 / math.sqrt(cfg.d_head) if cfg.scaled else 1.0
         self.w_q, self.w_k, self.w_v, self.w_o = (_matrix(d, d) for _ in range(4))
         self.ablated: set[int] = set()
@@ -125,7 +125,7 @@ class CausalSelfAttention(nn.Module):
         N, L, _ = x.shape
         q, k, v = (x @ w for w in (self.w_q, self.w_k, self.w_v))  # 3 x (N, L, d_model)
         # split the heads: (N, L, d_model) -> (N, L, h, d_head) -> (N, h, L, d_head)
-        return tuple(t.view(N, L, self.n_head, self.d_head).transpose(1, 2) for t in (q, k, v))
+        return tuple(t.view(N, L, self.num_heads, self.d_head).transpose(1, 2) for t in (q, k, v))
 
     def attend(self, q, k, v, *, attn_mask=None, is_causal=False, return_weights=False):
         """Attend queries ``(N, h, L, d_head)`` to keys and values ``(N, h, S, d_head)``.
@@ -136,7 +136,7 @@ class CausalSelfAttention(nn.Module):
                                            scale=self.scale, return_weights=return_weights)
         heads, weights = res if return_weights else (res, None)      # (N, h, L, d_head)
         if self.ablated:  # zero the chosen heads' outputs
-            keep = torch.ones(self.n_head, 1, 1, device=heads.device, dtype=heads.dtype)
+            keep = torch.ones(self.num_heads, 1, 1, device=heads.device, dtype=heads.dtype)
             keep[sorted(self.ablated)] = 0.0
             heads = heads * keep                                      # (N, h, L, d_head) * (h, 1, 1)
         N, h, L, dh = heads.shape
@@ -217,11 +217,11 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """A decoder-only Transformer: embeddings, ``n_layer`` blocks, unembedding.
+    """A decoder-only Transformer: embeddings, ``num_layers`` blocks, unembedding.
 
     Example::
 
-        >>> model = GPT(GPTConfig(vocab_size=32, n_layer=2, n_head=4, d_model=64))
+        >>> model = GPT(GPTConfig(vocab_size=32, num_layers=2, num_heads=4, d_model=64))
         >>> logits = model(torch.randint(32, (8, 24)))           # (8, 24, 32)
     """
 
@@ -230,12 +230,12 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.tok_emb = nn.Parameter(torch.randn(cfg.vocab_size, cfg.d_model))  # (V, d_model)
         if cfg.pos == "learned":
-            self.pos_emb = nn.Parameter(torch.randn(cfg.block_size, cfg.d_model))
+            self.pos_emb = nn.Parameter(torch.randn(cfg.context_length, cfg.d_model))
         else:  # a fixed table (zeros for "none"), stored with the model, not trained
-            table = (sinusoidal_table(cfg.block_size, cfg.d_model) if cfg.pos == "sinusoidal"
-                     else torch.zeros(cfg.block_size, cfg.d_model))
+            table = (sinusoidal_table(cfg.context_length, cfg.d_model) if cfg.pos == "sinusoidal"
+                     else torch.zeros(cfg.context_length, cfg.d_model))
             self.register_buffer("pos_emb", table)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.unembed = _matrix(cfg.d_model, cfg.vocab_size)                      # (d_model, V)
 
@@ -258,8 +258,8 @@ class GPT(nn.Module):
         """
         N, L = idx.shape
         start = 0 if past_kv is None else past_kv[0][0].shape[-2]
-        if start + L > self.cfg.block_size:
-            raise ValueError(f"{start + L} positions but block_size = {self.cfg.block_size}")
+        if start + L > self.cfg.context_length:
+            raise ValueError(f"{start + L} positions but context_length = {self.cfg.context_length}")
         x = self.tok_emb[idx] + self.pos_emb[start:start + L]       # (N, L, d_model) + (L, d_model)
         weights, kvs = [], []
         for i, block in enumerate(self.blocks):
@@ -282,9 +282,9 @@ class GPT(nn.Module):
         """Zero the outputs of ``heads``, an iterable of ``(layer, head)``, inside a ``with``."""
         heads = [(int(layer), int(head)) for layer, head in heads]
         for layer, head in heads:
-            if not (0 <= layer < self.cfg.n_layer and 0 <= head < self.cfg.n_head):
-                raise ValueError(f"no head ({layer}, {head}): layers 0..{self.cfg.n_layer - 1}, "
-                                 f"heads 0..{self.cfg.n_head - 1}")
+            if not (0 <= layer < self.cfg.num_layers and 0 <= head < self.cfg.num_heads):
+                raise ValueError(f"no head ({layer}, {head}): layers 0..{self.cfg.num_layers - 1}, "
+                                 f"heads 0..{self.cfg.num_heads - 1}")
         saved = [set(b.attn.ablated) for b in self.blocks]
         try:
             for layer, head in heads:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from numbers import Integral
 
-from ._array import (all_finite, broadcast_batch, check_block_size, check_finite, check_flag, check_float,
+from ._array import (all_finite, broadcast_batch, check_positive_int, check_finite, check_flag, check_float,
                      check_mask, fmt_shape, namespace)
 from .attention import scaled_dot_product_attention
 
@@ -117,7 +117,7 @@ def _check(xp, query, key, value, num_heads, w_q, w_k, w_v, w_o, num_kv_heads=No
             raise ValueError(f"{name} has shape {fmt_shape(x.shape)}; it must be (N..., length, "
                              f"features) with at least 2 dims, e.g. {name}[None, :]")
     d_model = query.shape[-1]
-    num_heads = check_block_size(num_heads, "num_heads")  # TypeError for a non-int, ValueError < 1
+    num_heads = check_positive_int(num_heads, "num_heads")  # TypeError for a non-int, ValueError < 1
     if d_model % num_heads:
         divisors = [d for d in range(1, d_model + 1) if d_model % d == 0]
         raise ValueError(f"num_heads={num_heads} does not divide d_model={d_model} (query has "
@@ -201,7 +201,7 @@ def repeat_kv(x, n_rep):
         (2, 12, 10, 16)
     """
     xp = namespace(x=x)
-    n_rep = check_block_size(n_rep, "n_rep")  # query heads per key/value head, num_heads // num_kv_heads
+    n_rep = check_positive_int(n_rep, "n_rep")  # query heads per key/value head, num_heads // num_kv_heads
     if x.ndim < 3:
         raise ValueError(f"x has shape {fmt_shape(x.shape)}; it must be (N..., h_kv, S, E) with at "
                          f"least 3 dims (add a head axis with x[None] for one head)")

@@ -31,7 +31,7 @@ import math
 import numpy as np
 from array_api_compat import device as _device
 
-from ._array import check_block_size, check_scale, compute_dtype, namespace
+from ._array import check_positive_int, check_scale, compute_dtype, namespace
 from .attention import _check_qkv
 from .linear import _causal, _divide
 
@@ -136,7 +136,7 @@ def random_feature_attention(q, k, v, num_features=256, *, is_causal=False, scal
         raise ValueError(f"{name}: k and v have no positions (S = 0); attention needs S >= 1")
     if not isinstance(is_causal, bool):
         raise TypeError(f"{name}: is_causal must be True or False, got {is_causal!r}")
-    chunk_size = check_block_size(chunk_size, "chunk_size")
+    chunk_size = check_positive_int(chunk_size, "chunk_size")
     scale = check_scale(scale, q.shape[-1])
     if scale < 0:  # x . y = scale * q . k with x = sqrt|scale| q, y = -sqrt|scale| k
         k, scale = -k, -scale

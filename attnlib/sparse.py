@@ -28,7 +28,7 @@ from numbers import Integral
 import numpy as np
 from array_api_compat import device as _device
 
-from ._array import all_finite, check_block_size, check_finite, check_flag, check_scale, check_size, compute_dtype, namespace
+from ._array import all_finite, check_positive_int, check_finite, check_flag, check_scale, check_size, compute_dtype, namespace
 from .attention import _check_qkv
 from .flash import _finish, _update, flash_attention
 
@@ -146,7 +146,7 @@ def sliding_window_attention(q, k, v, *, window, num_global=0, is_causal=False, 
     window, num_global = _check_window(window, num_global, name)
     is_causal = check_flag("is_causal", is_causal)
     scale = check_scale(scale, q.shape[-1])
-    block_size = check_block_size(block_size)
+    block_size = check_positive_int(block_size)
     ct, dev = compute_dtype(xp, q), _device(q)  # float32 for 16-bit inputs
     out = xp.zeros(batch + (L, v.shape[-1]), dtype=q.dtype, device=dev)  # (N..., L, Ev), filled block by block
     g, gk = min(num_global, L), min(num_global, S)

@@ -266,13 +266,13 @@ def head_scores(model, seq: torch.Tensor, period: int) -> dict:
     """Every head's previous-token and induction score on ``seq (N, L)``, averaged over N.
 
     Returns:
-        ``{"prev": (n_layer, h), "induction": (n_layer, h)}`` NumPy arrays and
+        ``{"prev": (num_layers, h), "induction": (num_layers, h)}`` NumPy arrays and
         ``"weights"``, the list of per-layer weights ``(N, h, L, L)`` as NumPy arrays.
     """
     _, weights = model(seq, return_weights=True)
     ws = [w.float().cpu().numpy() for w in weights]                     # each (N, h, L, L)
-    prev = np.stack([prev_token_score(w).mean(0) for w in ws])          # (n_layer, h)
-    ind = np.stack([induction_score(w, period).mean(0) for w in ws])    # (n_layer, h)
+    prev = np.stack([prev_token_score(w).mean(0) for w in ws])          # (num_layers, h)
+    ind = np.stack([induction_score(w, period).mean(0) for w in ws])    # (num_layers, h)
     return {"prev": prev, "induction": ind, "weights": ws}
 
 
@@ -349,7 +349,7 @@ def grad_norms(model, x: torch.Tensor, y: torch.Tensor, names=("w_q", "w_k")) ->
 
 
 def layer_grad_norms(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """Gradient norm of the loss w.r.t. all parameters of each block: ``(n_layer,)`` NumPy."""
+    """Gradient norm of the loss w.r.t. all parameters of each block: ``(num_layers,)`` NumPy."""
     model.zero_grad(set_to_none=True)
     model.loss(x, y).backward()
     norms = [math.sqrt(sum(float((p.grad ** 2).sum()) for p in b.parameters() if p.grad is not None))

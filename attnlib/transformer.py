@@ -8,9 +8,9 @@ What is here, each a few lines:
   each token separately (attention is the only place where tokens meet).
 * :func:`sinusoidal_positional_encoding` - the sin/cos table of Vaswani et al. (2017).
 * :class:`BlockParams`, :func:`init_block_params` and :func:`transformer_block` - one
-  encoder-style block, either **post-LN** (``norm_first=False``, the original paper and
+  encoder-style block, either **post-LN** (``norm="post"``, the original paper and
   the diagram in the seeds: ``x = LN(x + Attn(x)); x = LN(x + FFN(x))``) or **pre-LN**
-  (``norm_first=True``, used by GPT-2 and most current models:
+  (``norm="pre"``, used by GPT-2 and most current models:
   ``x = x + Attn(LN(x)); x = x + FFN(LN(x))``).
 * :func:`torch_multihead_attention` and :func:`torch_encoder_layer` - the same weights
   loaded into ``torch.nn.MultiheadAttention`` / ``torch.nn.TransformerEncoderLayer``, the
@@ -256,16 +256,28 @@ def self_attention(x, p: BlockParams, *, attn_mask=None, is_causal=False):
     return multi_head_attention(x, x, x, p.num_heads, *w, attn_mask=attn_mask, is_causal=is_causal)
 
 
-def transformer_block(x, params: BlockParams, *, norm_first: bool = False, attn_mask=None,
+_NORMS = ("post", "pre")
+
+
+def _check_norm(norm) -> bool:
+    """``norm`` checked; True for pre-LN."""
+    if norm not in _NORMS:
+        raise ValueError(f"norm={norm!r}; use norm='post' (LN after each residual addition, the "
+                         f"original Transformer) or norm='pre' (LN inside each branch, GPT-2)")
+    return norm == "pre"
+
+
+def transformer_block(x, params: BlockParams, *, norm: str = "post", attn_mask=None,
                       is_causal: bool = False):
     """One Transformer block: self-attention and FFN, each with a residual and a LayerNorm.
 
     Args:
         x: ``(..., n, d_model)``, NumPy or torch (CPU or CUDA).
         params: the weights, e.g. from :func:`init_block_params`.
-        norm_first: ``False`` for post-LN, ``x = LN(x + Attn(x)); x = LN(x + FFN(x))`` (the
-            original paper, the seeds' diagram); ``True`` for pre-LN,
-            ``x = x + Attn(LN(x)); x = x + FFN(LN(x))``. Default: ``False``.
+        norm: ``"post"`` for post-LN, ``x = LN(x + Attn(x)); x = LN(x + FFN(x))`` (the
+            original paper, the seeds' diagram); ``"pre"`` for pre-LN,
+            ``x = x + Attn(LN(x)); x = x + FFN(LN(x))`` (the same word as
+            :class:`attnlib.model.GPTConfig`'s ``norm``). Default: ``"post"``.
         attn_mask: bool mask, True = may attend, broadcastable to ``(..., n, n)``.
             Default: ``None``.
         is_causal: apply a causal mask. Default: ``False``.
@@ -278,6 +290,7 @@ def transformer_block(x, params: BlockParams, *, norm_first: bool = False, attn_
         >>> transformer_block(np.zeros((5, 16)), init_block_params(16, 4)).shape
         (5, 16)
     """
+    pre = _check_norm(norm)
     if x.shape[-1] != params.d_model:
         raise ValueError(f"x has shape {tuple(x.shape)} but the block has d_model = "
                          f"{params.d_model}: the last axis of x must be d_model (or build the "
@@ -290,7 +303,7 @@ def transformer_block(x, params: BlockParams, *, norm_first: bool = False, attn_
     def ffn(a):
         return feed_forward(a, p.w1, p.b1, p.w2, p.b2)
 
-    if norm_first:  # pre-LN: the residual stream x is never normalised
+    if pre:  # pre-LN: the residual stream x is never normalised
         x = x + attn(layer_norm(x, p.ln1_weight, p.ln1_bias))
         x = x + ffn(layer_norm(x, p.ln2_weight, p.ln2_bias))
     else:           # post-LN: normalise after each residual addition
@@ -337,16 +350,17 @@ def torch_multihead_attention(w_q, w_k, w_v, w_o, num_heads: int, *, device="cpu
     return mha.eval()
 
 
-def torch_encoder_layer(params: BlockParams, *, norm_first: bool = False, device="cpu"):
+def torch_encoder_layer(params: BlockParams, *, norm: str = "post", device="cpu"):
     """A ``torch.nn.TransformerEncoderLayer`` holding the weights of ``params``.
 
-    Equal to :func:`transformer_block` with the same ``norm_first``: ReLU FFN of width
+    Equal to :func:`transformer_block` with the same ``norm`` (torch calls it
+    ``norm_first``: ``norm="pre"`` is ``norm_first=True``): ReLU FFN of width
     ``d_ff``, no dropout, the attention's in- and out-projection biases set to zero
     (:func:`transformer_block` has none), matrices transposed (torch computes ``x @ W.T``).
 
     Args:
         params: the block's weights, e.g. from :func:`init_block_params`.
-        norm_first: ``False`` for post-LN, ``True`` for pre-LN. Default: ``False``.
+        norm: ``"post"`` for post-LN, ``"pre"`` for pre-LN. Default: ``"post"``.
         device: where the layer lives. Default: ``"cpu"``.
 
     Returns:
@@ -354,15 +368,16 @@ def torch_encoder_layer(params: BlockParams, *, norm_first: bool = False, device
 
     Example::
 
-        >>> layer = torch_encoder_layer(init_block_params(16, 4), norm_first=True)
+        >>> layer = torch_encoder_layer(init_block_params(16, 4), norm="pre")
     """
     import torch
 
+    pre = _check_norm(norm)
     p = params
     d_ff = p.w1.shape[1]
     layer = torch.nn.TransformerEncoderLayer(p.d_model, p.num_heads, dim_feedforward=d_ff,
                                              dropout=0.0, batch_first=True,
-                                             norm_first=norm_first, dtype=torch.float64,
+                                             norm_first=pre, dtype=torch.float64,
                                              device=device)
 
     def t(a):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 
 LENGTHS = [128, 512, 2048]
-CFG = dict(vocab_size=256, block_size=4096, n_layer=4, n_head=8, d_model=256, mlp=True)
+CFG = dict(vocab_size=256, context_length=4096, num_layers=4, num_heads=8, d_model=256, mlp=True)
 
 
 def run(device="cpu"):
@@ -39,8 +39,8 @@ def run(device="cpu"):
     model = GPT(GPTConfig(**CFG)).to(device).eval()
     sync = torch.cuda.synchronize if device != "cpu" else None
     cfg = model.cfg
-    per_token = inf.kv_cache_bytes(cfg.n_layer, cfg.n_head, cfg.d_head, dtype=torch.float32)
-    print(f"  device {device}: GPT {cfg.n_layer} layers, {cfg.n_head} heads, d_model {cfg.d_model}; "
+    per_token = inf.kv_cache_bytes(cfg.num_layers, cfg.num_heads, cfg.d_head, dtype=torch.float32)
+    print(f"  device {device}: GPT {cfg.num_layers} layers, {cfg.num_heads} heads, d_model {cfg.d_model}; "
           f"cache {per_token / 1024:.0f} KiB per token (float32)", flush=True)
     print(f"  {'S':>6} {'cached (ms)':>12} {'no cache (ms)':>14} {'speed-up':>9}", flush=True)
     rows = []

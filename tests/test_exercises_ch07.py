@@ -100,7 +100,7 @@ def test_repeat_loss_reference_equals_the_models_repeat_loss():
     from attnlib.model import GPT, GPTConfig
 
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=16, block_size=16)).double()
+    model = GPT(GPTConfig(vocab_size=16, context_length=16)).double()
     seq = T.repeated_blocks(4, 6, length=16, vocab_size=16, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         logits = model(seq[:, :-1]).numpy()

@@ -21,7 +21,7 @@ def one_thread():
 def small_model(**kw):
     model_mod = pytest.importorskip("attnlib.model", reason="chapter 7's model is not merged yet")
     torch.manual_seed(0)
-    cfg = dict(vocab_size=17, block_size=96, n_layer=2, n_head=4, d_model=32, mlp=True)
+    cfg = dict(vocab_size=17, context_length=96, num_layers=2, num_heads=4, d_model=32, mlp=True)
     cfg.update(kw)
     if cfg.get("pos") == "rope":
         return inf.rope_gpt(model_mod.GPTConfig(**{**cfg, "pos": "none"})).eval()
@@ -72,7 +72,7 @@ def test_cache_bytes_equal_kv_cache_bytes():
     cache = inf.KVCache()
     inf.prefill(model, torch.randint(17, (3, 11)), cache)
     cfg = model.cfg
-    assert cache.nbytes == inf.kv_cache_bytes(cfg.n_layer, cfg.n_head, cfg.d_head, dtype=torch.float32,
+    assert cache.nbytes == inf.kv_cache_bytes(cfg.num_layers, cfg.num_heads, cfg.d_head, dtype=torch.float32,
                                               tokens=11, batch=3)
 
 
@@ -140,7 +140,7 @@ def test_kv_cache_bytes_refuses_bad_input():
         inf.kv_cache_bytes(2, 2, 2, dtype="half")
     with pytest.raises(ValueError, match="tokens must be >= 0"):
         inf.kv_cache_bytes(2, 2, 2, tokens=-1)
-    with pytest.raises(TypeError, match="n_layers must be an int"):
+    with pytest.raises(TypeError, match="num_layers must be an int"):
         inf.kv_cache_bytes(2.5, 2, 2)
 
 
@@ -152,7 +152,7 @@ def test_bad_tokens_and_batches_are_refused_with_the_fix():
     inf.extend(model, torch.zeros(2, 3, dtype=torch.long), cache)
     with pytest.raises(ValueError, match=r"N = 3 sequences\) but the cache holds N = 2"):
         inf.extend(model, torch.zeros(3, 1, dtype=torch.long), cache)
-    with pytest.raises(ValueError, match=r"= 105 positions, but the model takes at most block_size = 96"):
+    with pytest.raises(ValueError, match=r"= 105 positions, but the model takes at most context_length = 96"):
         inf.generate(model, torch.zeros(1, 10, dtype=torch.long), 96)
     assert inf.generate(model, torch.zeros(1, 10, dtype=torch.long), 87).shape == (1, 97)
 

@@ -13,14 +13,14 @@ from conftest import DEVICES
 
 
 def small(**kw):
-    base = dict(vocab_size=11, block_size=16, n_layer=2, n_head=4, d_model=32)
+    base = dict(vocab_size=11, context_length=16, num_layers=2, num_heads=4, d_model=32)
     base.update(kw)
     torch.manual_seed(0)
     return GPT(GPTConfig(**base)).double()
 
 
 VARIANTS = [dict(), dict(mlp=True), dict(pos="sinusoidal", norm="post"), dict(pos="none", norm="none"),
-            dict(scaled=False, mlp=True, n_layer=3), dict(n_head=1)]
+            dict(scaled=False, mlp=True, num_layers=3), dict(num_heads=1)]
 
 
 @pytest.mark.parametrize("kw", VARIANTS, ids=str)
@@ -30,8 +30,8 @@ def test_logits_shape(kw, L):
     idx = torch.randint(11, (3, L))
     assert model(idx).shape == (3, L, 11)
     logits, weights = model(idx, return_weights=True)
-    assert len(weights) == model.cfg.n_layer
-    assert all(w.shape == (3, model.cfg.n_head, L, L) for w in weights)
+    assert len(weights) == model.cfg.num_layers
+    assert all(w.shape == (3, model.cfg.num_heads, L, L) for w in weights)
 
 
 @pytest.mark.parametrize("kw", VARIANTS, ids=str)
@@ -83,8 +83,8 @@ def test_plain_path_with_weights_equals_fused_path(scaled):
 
 def test_unscaled_scores_are_sqrt_d_head_times_sharper():
     x = torch.randn(1, 6, 32, dtype=torch.float64)
-    a = small(scaled=True, n_head=2).blocks[0].attn
-    b = small(scaled=False, n_head=2).blocks[0].attn  # same seed: same matrices
+    a = small(scaled=True, num_heads=2).blocks[0].attn
+    b = small(scaled=False, num_heads=2).blocks[0].attn  # same seed: same matrices
     q, k, _ = a.project(x)
     _, wa = a(x, return_weights=True)[0]
     _, wb = b(x, return_weights=True)[0]
@@ -160,22 +160,22 @@ def test_sinusoidal_table_matches_chapter_5():
 
 
 def test_no_positions_model_is_blind_to_order_in_one_layer():
-    model = small(pos="none", n_layer=1)
+    model = small(pos="none", num_layers=1)
     idx = torch.tensor([[1, 2, 3, 4, 5]])
     perm = torch.tensor([[3, 1, 2, 4, 5]])  # same prefix multiset before the last token
     torch.testing.assert_close(model(idx)[:, -1], model(perm)[:, -1])
 
 
 @pytest.mark.parametrize("kw, match", [(dict(pos="rope"), "pos="), (dict(norm="mid"), "norm="),
-                                       (dict(d_model=30, n_head=4), "divide"),
-                                       (dict(pos="sinusoidal", d_model=9, n_head=3), "even")])
+                                       (dict(d_model=30, num_heads=4), "divide"),
+                                       (dict(pos="sinusoidal", d_model=9, num_heads=3), "even")])
 def test_bad_config_is_refused_clearly(kw, match):
     with pytest.raises(ValueError, match=match):
         GPTConfig(**kw)
 
 
 def test_too_long_input_is_refused():
-    with pytest.raises(ValueError, match="block_size"):
+    with pytest.raises(ValueError, match="context_length"):
         small()(torch.zeros(1, 17, dtype=torch.long))
 
 
@@ -186,7 +186,7 @@ def test_seeded_model_is_deterministic():
 
 def test_short_training_run_reduces_the_loss():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=16, block_size=16, n_layer=2, n_head=2, d_model=32))
+    model = GPT(GPTConfig(vocab_size=16, context_length=16, num_layers=2, num_heads=2, d_model=32))
     g = torch.Generator().manual_seed(0)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     losses = []
@@ -204,7 +204,7 @@ def test_short_training_run_reduces_the_loss():
 @pytest.mark.parametrize("device", DEVICES)
 def test_runs_and_backpropagates_on_device(device):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=11, block_size=16, mlp=True)).to(device)
+    model = GPT(GPTConfig(vocab_size=11, context_length=16, mlp=True)).to(device)
     idx = torch.randint(11, (2, 9), device=device)
     loss = model.loss(idx[:, :-1], idx[:, 1:])
     loss.backward()
@@ -213,6 +213,6 @@ def test_runs_and_backpropagates_on_device(device):
 
 
 def test_attention_module_rejects_nothing_it_should_accept():
-    attn = CausalSelfAttention(GPTConfig(d_model=8, n_head=2))
+    attn = CausalSelfAttention(GPTConfig(d_model=8, num_heads=2))
     out, (k, v) = attn(torch.randn(1, 1, 8))
     assert out.shape == (1, 1, 8) and k.shape == (1, 2, 1, 4)

@@ -61,7 +61,7 @@ def test_phase_change_step():
 
 def test_attention_stats_of_a_uniform_model():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=8, block_size=16, n_head=2, d_model=16))
+    model = GPT(GPTConfig(vocab_size=8, context_length=16, num_heads=2, d_model=16))
     for b in model.blocks:  # zero queries: every weight uniform over the visible keys
         torch.nn.init.zeros_(b.attn.w_q)
     stats = T.attention_stats(model, torch.randint(8, (2, 16)), min_keys=16)
@@ -73,7 +73,7 @@ def test_attention_stats_of_a_uniform_model():
 
 def test_gradient_norms_match_autograd_and_clear_grads():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=8, block_size=16, n_layer=3, d_model=16, mlp=True))
+    model = GPT(GPTConfig(vocab_size=8, context_length=16, num_layers=3, d_model=16, mlp=True))
     x = torch.randint(8, (2, 10))
     y = torch.randint(8, (2, 10))
     layers = T.layer_grad_norms(model, x, y)
@@ -88,7 +88,7 @@ def test_gradient_norms_match_autograd_and_clear_grads():
 
 def test_copy_losses_and_ablation_losses():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=16, block_size=16, n_head=2, d_model=16))
+    model = GPT(GPTConfig(vocab_size=16, context_length=16, num_heads=2, d_model=16))
     seq = T.repeated_blocks(8, 5, length=16, vocab_size=16, generator=gen())
     x, y = T.lm_pair(seq)
     per = T.position_losses(model, x, y)
@@ -103,7 +103,7 @@ def test_copy_losses_and_ablation_losses():
 
 def run(seed=0, steps=40, **kw):
     torch.manual_seed(seed)
-    model = GPT(GPTConfig(vocab_size=16, block_size=16, n_head=2, d_model=32))
+    model = GPT(GPTConfig(vocab_size=16, context_length=16, num_heads=2, d_model=32))
     g = gen(seed)
     ev = T.repeated_blocks(32, 8, vocab_size=16, generator=gen(99))
     hist = T.train(model, lambda s: T.lm_pair(T.repeated_blocks(16, 8, vocab_size=16, generator=g)),

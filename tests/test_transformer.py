@@ -36,7 +36,7 @@ def _torch_layer(p, norm_first):
 def test_block_matches_torch_transformer_encoder_layer(norm_first, n, d_model, h, causal):
     p = init_block_params(d_model, h, seed=n)
     x = np.random.default_rng(1).standard_normal((2, n, d_model))
-    ours = transformer_block(x, p, norm_first=norm_first, is_causal=causal)
+    ours = transformer_block(x, p, norm="pre" if norm_first else "post", is_causal=causal)
     layer = _torch_layer(p, norm_first)
     blocked = torch.ones(n, n, dtype=torch.bool).triu(1) if causal else None  # True = blocked in torch.nn
     with torch.no_grad():
@@ -48,8 +48,8 @@ def test_block_matches_torch_transformer_encoder_layer(norm_first, n, d_model, h
 def test_block_on_torch_tensors_matches_numpy_and_keeps_type(dtype, tol):
     p = init_block_params(16, 4, seed=3)
     x = np.random.default_rng(2).standard_normal((3, 6, 16))
-    ref = transformer_block(x, p, norm_first=True)
-    out = transformer_block(torch.as_tensor(x, dtype=dtype), p, norm_first=True)
+    ref = transformer_block(x, p, norm="pre")
+    out = transformer_block(torch.as_tensor(x, dtype=dtype), p, norm="pre")
     assert isinstance(out, torch.Tensor) and out.dtype == dtype
     np.testing.assert_allclose(out.double().numpy(), ref, rtol=tol, atol=tol)
 
@@ -104,8 +104,8 @@ def test_pre_ln_block_with_zero_sublayers_is_the_identity_and_post_ln_is_not():
     p.w2[:] = 0
     p.b2[:] = 0
     x = np.random.default_rng(0).standard_normal((5, 16)) * 3 + 1
-    np.testing.assert_array_equal(transformer_block(x, p, norm_first=True), x)
-    assert not np.allclose(transformer_block(x, p, norm_first=False), x)
+    np.testing.assert_array_equal(transformer_block(x, p, norm="pre"), x)
+    assert not np.allclose(transformer_block(x, p, norm="post"), x)
 
 
 def test_post_ln_output_is_normalised_per_token():
@@ -195,10 +195,10 @@ def test_torch_encoder_layer_loader_equals_an_independent_loader(norm_first):
     p = init_block_params(12, 3, seed=4)
     x = torch.as_tensor(np.random.default_rng(4).standard_normal((2, 5, 12)))
     with torch.no_grad():
-        a = torch_encoder_layer(p, norm_first=norm_first)(x)
+        a = torch_encoder_layer(p, norm="pre" if norm_first else "post")(x)
         b = _torch_layer(p, norm_first)(x)
     torch.testing.assert_close(a, b, rtol=0, atol=0)
-    np.testing.assert_allclose(a.numpy(), transformer_block(x.numpy(), p, norm_first=norm_first),
+    np.testing.assert_allclose(a.numpy(), transformer_block(x.numpy(), p, norm="pre" if norm_first else "post"),
                                rtol=1e-9, atol=1e-10)
 
 
@@ -237,7 +237,7 @@ def test_post_ln_gradients_grow_toward_the_output_at_initialisation():
     target = torch.as_tensor(rng.standard_normal((4, n, d)))
     norms = {}
     for norm_first in (False, True):
-        layers = [torch_encoder_layer(init_block_params(d, 4, seed=s), norm_first=norm_first)
+        layers = [torch_encoder_layer(init_block_params(d, 4, seed=s), norm="pre" if norm_first else "post")
                   for s in range(depth)]
         out = x
         for layer in layers:
@@ -249,3 +249,12 @@ def test_post_ln_gradients_grow_toward_the_output_at_initialisation():
                              for layer in layers]
     post, pre = norms[False], norms[True]
     assert post[-1] > 1.5 * post[0] and pre[-1] < pre[0] and post[-1] > 3 * pre[-1]
+
+
+@pytest.mark.parametrize("norm", ["first", True, None])
+def test_block_refuses_an_unknown_norm_naming_the_argument(norm):
+    p = init_block_params(8, 2)
+    with pytest.raises(ValueError, match=r"norm=.*norm='post'.*norm='pre'"):
+        transformer_block(np.zeros((3, 8)), p, norm=norm)
+    with pytest.raises(ValueError, match="norm="):
+        torch_encoder_layer(p, norm=norm)
