@@ -233,7 +233,7 @@ def test_ablate_head_reference_is_the_models_ablation():
     from attnlib.model import GPT, GPTConfig
 
     torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=4, d_model=16)
+    cfg = GPTConfig(vocab_size=16, context_length=8, num_layers=1, num_heads=4, d_model=16)
     attn = GPT(cfg).double().blocks[0].attn
     x = torch.randn(2, 8, 16, dtype=torch.float64)
     q, k, v = attn.project(x)

@@ -270,7 +270,7 @@ def test_decode_step_reference_is_the_models_cached_step():
     from attnlib.model import GPT, GPTConfig
 
     torch.manual_seed(0)
-    attn = GPT(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, d_model=8)).double().blocks[0].attn
+    attn = GPT(GPTConfig(vocab_size=16, context_length=8, num_layers=1, num_heads=2, d_model=8)).double().blocks[0].attn
     x = torch.randn(2, 6, 8, dtype=torch.float64)
     _, (k_cache, v_cache) = attn(x[:, :5])                # the cache after 5 tokens
     out, (k_all, v_all) = attn(x[:, 5:], past_kv=(k_cache, v_cache))
