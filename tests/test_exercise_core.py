@@ -3,6 +3,7 @@ clearly what is wrong with a submission (on toy exercises with small time limits
 the chapter 2 exercises)."""
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -53,7 +54,8 @@ def toy():
 
 
 def _workers_alive():
-    return [t for t in threading.enumerate() if t.name == _running._THREAD_NAME and t.is_alive()]
+    """Worker processes (and anything they started) still running under this process."""
+    return [p for p in _running.descendants(os.getpid()) if p not in _running.standby_pids()]
 
 
 def _wait_no_workers(seconds=3.0):
@@ -77,7 +79,7 @@ def test_infinite_loop_is_stopped_and_stops_burning_cpu(toy):
     assert time.perf_counter() - t0 < 2.5
     assert r.status == "failed" and r.details["problem"] == "timeout", str(r)
     assert "0.5 s" in r.message and "infinite loop" in r.message
-    assert _wait_no_workers(1.0), "the runaway thread is still alive"
+    assert _wait_no_workers(1.0), "the runaway worker is still alive"
     cpu = time.process_time()
     time.sleep(0.3)
     assert time.process_time() - cpu < 0.15, "something still burns CPU after the check"
@@ -119,17 +121,16 @@ def test_kernel_interrupt_during_a_check_stops_the_worker_too(toy):
     assert _wait_no_workers(1.0)
 
 
-def test_long_c_call_is_reported_and_the_thread_ends_when_it_returns(toy, monkeypatch):
-    """Thread fallback (used where fork is unsafe): a C call cannot be interrupted, the
-    verdict says it still runs, and the thread ends when the call returns. (The forked
-    worker kills it at once: tests/test_exercise_leaks.py.)"""
-    monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "thread")
+def test_long_c_call_is_stopped_at_once_in_the_spawned_worker_too(toy, monkeypatch):
+    """Spawned worker (used where fork is unsafe): a C call that never returns is killed
+    with its process at once, as in the forked worker (tests/test_exercise_leaks.py); the
+    verdict does not say that anything still runs."""
+    monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "spawn")
     toy(time_limit=0.2)
-    r = check("toy_double", lambda x: time.sleep(1.6))  # longer than the 1 s spent stopping it
-    assert r.details["problem"] == "timeout" and "background" in r.message
-    assert _wait_no_workers(2.0)
+    r = check("toy_double", lambda x: time.sleep(1.6))
+    assert r.details["problem"] == "timeout" and "background" not in r.message
+    assert _wait_no_workers(0.5)
     assert check("toy_double", _double).passed
-    assert not _running._STUCK
 
 
 def test_total_time_budget_stops_a_slow_but_finite_function(toy):
@@ -221,7 +222,7 @@ def test_recursion_error_is_explained():
     assert r.details["problem"] == "raised" and "RecursionError" in r.message and "calls itself" in r.message
 
 
-def test_deep_but_finite_recursion_runs_in_the_worker_thread(toy):
+def test_deep_but_finite_recursion_runs_in_the_worker(toy):
     toy()
     limit = sys.getrecursionlimit()
 
@@ -312,9 +313,14 @@ def test_correct_cuda_tensor_passes():
     assert check("attention", lambda q, k, v, mask=None: torch.as_tensor(ref(q, k, v, mask), device="cuda")).passed
 
 
-def test_tolerance_follows_the_answer_dtype_but_catches_real_errors():
+def test_tolerance_is_the_exercises_not_the_answer_dtypes():
+    """A float32 answer of correct code passes at the default tolerance; a float16 one does
+    not (it keeps ~3 digits) and is told why; a real error is caught in any dtype."""
     ref = al.exercises.ch02_qkv.softmax_reference
-    assert check("softmax", lambda x, axis=-1: ref(x, axis).astype(np.float16)).passed  # its own rounding
+    assert check("softmax", lambda x, axis=-1: ref(x, axis).astype(np.float32)).passed
+    half = check("softmax", lambda x, axis=-1: ref(x, axis).astype(np.float16))
+    assert half.details["problem"] == "value" and "your answer is float16" in half.message, str(half)
+    assert "rtol=" in half.message and "float64" in half.message
     r = check("softmax", lambda x, axis=-1: (ref(x, axis) * 1.002).astype(np.float32))
     assert r.details["problem"] == "value" and "largest difference" in r.message
 
@@ -322,7 +328,8 @@ def test_tolerance_follows_the_answer_dtype_but_catches_real_errors():
 def test_wrong_values_report_case_shapes_and_largest_difference(toy):
     toy()
     r = check("toy_double", lambda x: 2.0 * np.asarray(x) + (np.ndim(x) == 2) * 0.5)
-    assert r.mistake is None and r.details == {"problem": "value", "case": 1}
+    assert r.mistake is None and {k: v for k, v in r.details.items() if k != "seed"} == {"problem": "value", "case": 1}
+    assert isinstance(r.details["seed"], int)  # (recorded: check(..., seed=...) replays the cases)
     assert "case 2 of 3 (a matrix; inputs (2, 3))" in r.message
     assert "largest difference 0.5" in r.message and "The other 2 cases pass" in r.message
     assert r.hint == "Multiply by 2."
@@ -432,9 +439,14 @@ def test_register_rejects_duplicates_and_unknown_kinds(toy):
 
 # --------------------------------------------------------------------------- display
 
+def _fresh_check(name, fn):
+    al.exercises._hints._LADDER.clear()  # (a repeated mistake would show its fix: the hint ladder)
+    return check(name, fn)
+
+
 def test_display_is_deterministic_and_shows_the_verdict():
-    good = [check("softmax", EXERCISES["softmax"].reference) for _ in range(2)]
-    bad = [check("attention", EXERCISES["attention"].mistake("no_scaling").fn) for _ in range(2)]
+    good = [_fresh_check("softmax", EXERCISES["softmax"].reference) for _ in range(2)]
+    bad = [_fresh_check("attention", EXERCISES["attention"].mistake("no_scaling").fn) for _ in range(2)]
     assert str(good[0]) == str(good[1]) and good[0]._repr_html_() == good[1]._repr_html_()
     assert str(bad[0]) == str(bad[1]) and bad[0]._repr_html_() == bad[1]._repr_html_()
     assert str(good[0]).startswith("✓ softmax: passed") and repr(good[0]) == str(good[0])
@@ -529,8 +541,8 @@ def test_the_parent_keeps_the_real_library_functions():
     assert builtins.__import__.__name__ == "__import__"
 
 
-def test_shortcuts_are_caught_in_the_thread_fallback_and_undone_after(monkeypatch):
-    monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "thread")
+def test_shortcuts_are_caught_in_the_spawned_worker_too(monkeypatch):
+    monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "spawn")
     r = check("softmax", lambda x, axis=-1: torch.softmax(torch.as_tensor(x), dim=axis))
     assert r.mistake == "library_shortcut" and r.details["called"] == "torch.softmax"
     assert not hasattr(torch.softmax, "__wrapped__") and not hasattr(al.softmax, "__wrapped__")
@@ -556,9 +568,10 @@ def test_forbidden_must_be_dotted_names(toy):
 # --------------------------------------------------------------------------- dtypes and masked arrays
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_correct_low_precision_answers_pass_with_their_dtype_tolerance(dtype):
-    ref = al.exercises.ch02_qkv.attention_reference
-
+def test_low_precision_answers_are_compared_at_the_exercises_tolerance(dtype):
+    """Issue 20: the tolerance is the exercise's, not the answer's dtype. Attention computed
+    in a low precision is not within rtol=1e-4 of the reference, and the verdict names the
+    dtype and says why; a real mistake in that dtype is caught all the same."""
     def attention(q, k, v, mask=None):  # computed in the low precision itself
         q, k, v = (torch.as_tensor(a, dtype=dtype) for a in (q, k, v))
         s = (q @ k.transpose(-2, -1)).float() / q.shape[-1] ** 0.5
@@ -568,13 +581,10 @@ def test_correct_low_precision_answers_pass_with_their_dtype_tolerance(dtype):
 
     r = check("attention", attention)
     name = str(dtype).split(".")[1]
-    assert r.passed, str(r)
-    assert name in r.message and "tolerance" in r.message
-    assert check("softmax", lambda x, axis=-1: torch.as_tensor(_softmax_ref(x, axis)).to(dtype)).passed
-    # a real mistake is still caught at that tolerance, and the verdict says which tolerance
+    assert not r.passed and r.details["problem"] == "value", str(r)
+    assert f"your answer is {name}" in r.message and "significant digits" in r.message
     wrong = check("softmax", lambda x, axis=-1: torch.as_tensor(_softmax_ref(x, axis) * 1.15).to(dtype))
     assert not wrong.passed and f"your answer is {name}" in wrong.message
-    assert ref is al.exercises.ch02_qkv.attention_reference
 
 
 def test_a_masked_array_answer_is_refused():
