@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnlib.exercises._compare import _compare, _to_numpy
-from attnlib.exercises._core import _outcome, _reproduces
+from attnlib.exercises._judge import _outcome, _reproduces
 
 SEEDS = range(20)
 
@@ -62,9 +62,25 @@ def asked_twice(name: str, fn):
     result and the text it shows: the mistake's message (level 1) and its fix (level 2)."""
     from attnlib.exercises import EXERCISES, check
 
-    check(name, fn)
+    first = check(name, fn)
     r = check(name, fn)
-    fix = getattr(r, "fix", None)
-    if fix is None and r.mistake is not None:  # before the checker shows level 2 itself
-        fix = EXERCISES[name].mistake(r.mistake).fix
-    return r, f"{r.message} {fix or ''}"
+    assert not first.fix, "the fix is level 2: only the second check with the same mistake shows it"
+    assert r.mistake is None or r.fix == EXERCISES[name].mistake(r.mistake).fix, r.fix
+    return r, f"{r.message} {r.fix}"
+
+
+def untranslated(names) -> list[str]:
+    """The fixes and hint-ladder steps of these exercises that have no Chinese translation."""
+    import attnlib as al
+    from attnlib.exercises import EXERCISES
+
+    missing = []
+    al.set_language("zh")
+    try:
+        for name in names:
+            ex = EXERCISES[name]
+            texts = [m.fix for m in ex.mistakes if m.fix] + list(ex.hints) + [ex.prompt]
+            missing += [f"{name}: {t[:60]}" for t in texts if al.tr(t) == t]
+    finally:
+        al.set_language("en")
+    return missing

@@ -551,3 +551,9 @@ def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
     assert len(ex.hints) >= 2 and ex.hints[0] != ex.hint
     for m in ex.mistakes:
         assert m.fix and m.fix not in m.message, m.key
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(["softmax", "attention", "cross_attention"])
+    assert not missing, missing[:5]

@@ -295,3 +295,9 @@ def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
 def test_attention_with_identity_keys_is_refused_as_the_library_answer():
     res = check("masked_softmax", ms_sdpa_identity)
     assert res.mistake == "library_shortcut", res.message
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(["masked_softmax", "packed_causal_mask"])
+    assert not missing, missing[:5]

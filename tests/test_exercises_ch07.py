@@ -316,3 +316,9 @@ def test_other_correct_answers_pass_on_every_draw():
     assert not passes_every_seed(EXERCISES["prev_token_score"], prev_torch, seeds=range(10))
     assert not passes_every_seed(EXERCISES["induction_score"], induction_loop, seeds=range(10))
     assert not passes_every_seed(EXERCISES["ablate_head"], ablate_float32, seeds=range(10))
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(NAMES)
+    assert not missing, missing[:5]

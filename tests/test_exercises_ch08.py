@@ -383,3 +383,32 @@ def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
 def test_torchs_lower_right_bias_is_refused():
     res = check("lower_right_causal_mask", lambda L, S: causal_lower_right(L, S)._materialize())
     assert res.mistake == "library_shortcut", res.message
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(NAMES)
+    assert not missing, missing[:5]
+
+
+def test_the_hint_ladder_walks_from_the_fix_to_the_near_solution():
+    """Level 1 with the failure, level 2 (the fix) on a second check or the first hint(),
+    then the exercise's hints, then the end of the ladder."""
+    from attnlib.exercises._hints import next_hint
+
+    ex = EXERCISES["repeat_kv"]
+    tiled = ex.mistake("tiled")
+    r = check("repeat_kv", lambda x, n: np.tile(x, (1, n, 1, 1)))
+    assert r.mistake == "tiled" and not r.fix and tiled.fix not in str(r)
+    steps = [next_hint("repeat_kv") for _ in range(4)]
+    assert steps[0].text == tiled.fix and [s.text for s in steps[1:3]] == list(ex.hints)
+    assert steps[0].step == 1 and steps[2].step == steps[2].steps == 3
+    assert "last hint" in steps[3].text
+
+
+def test_a_failure_no_mistake_explains_starts_the_ladder_at_the_hints():
+    from attnlib.exercises._hints import next_hint
+
+    r = check("decode_step", lambda q, k, v, kc, vc: (q * 0, kc, vc))
+    assert r.mistake is None and r.hint
+    assert next_hint("decode_step").text == EXERCISES["decode_step"].hints[0]

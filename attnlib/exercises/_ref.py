@@ -3,12 +3,14 @@
 The checker does not trust the code it teaches: the references are written here, in
 float64 NumPy, independent of attnlib's kernels (:mod:`attnlib.softmax`,
 :mod:`attnlib.attention`, ...). One copy of each helper serves every chapter's module.
+No helper is named like an exercise (``softmax``, ...): the checker refuses any attnlib function
+of an exercise's own name as that exercise's borrowed answer.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["f64", "as_np", "softmax", "log_softmax", "causal", "random_mask"]
+__all__ = ["f64", "as_np", "stable_softmax", "stable_log_softmax", "random_mask"]
 
 
 def as_np(x, dtype=None) -> np.ndarray:
@@ -23,7 +25,7 @@ def f64(x) -> np.ndarray:
     return as_np(x, np.float64)
 
 
-def softmax(x, axis=-1) -> np.ndarray:
+def stable_softmax(x, axis=-1) -> np.ndarray:
     """The stable softmax of ``x`` along ``axis``: ``exp(x - max) / sum(exp(x - max))``.
 
     No guard: a slice that is all ``-inf`` gives NaN (the masked references handle that
@@ -33,17 +35,11 @@ def softmax(x, axis=-1) -> np.ndarray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def log_softmax(x, axis=-1) -> np.ndarray:
+def stable_log_softmax(x, axis=-1) -> np.ndarray:
     """``log(softmax(x))`` computed stably: ``x - m - log(sum(exp(x - m)))``."""
     x = f64(x)
     z = x - x.max(axis=axis, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
-
-
-def causal(L: int, S: int | None = None) -> np.ndarray:
-    """The ``(L, S)`` bool causal mask aligned to the upper left: key ``j <= i``."""
-    S = L if S is None else S
-    return np.arange(S)[None, :] <= np.arange(L)[:, None]
 
 
 def random_mask(rng: np.random.Generator, shape, p: float = 0.6) -> np.ndarray:

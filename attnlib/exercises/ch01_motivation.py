@@ -6,7 +6,8 @@ import math
 import numpy as np
 
 from ._core import ATTENTION_SHORTCUTS, Case, Exercise, Mistake, register
-from ._ref import f64, softmax
+from ._ref import f64
+from ._ref import stable_softmax as softmax
 
 # --------------------------------------------------------------------------- soft_lookup
 

@@ -15,7 +15,7 @@ import numpy as np
 from ._core import ATTENTION_SHORTCUTS, SOFTMAX_SHORTCUTS, Case, Exercise, Mistake, register
 from ._ref import f64 as _f64
 from ._ref import random_mask as _mask
-from ._ref import softmax as _stable_softmax
+from ._ref import stable_softmax as _stable_softmax
 
 __all__ = []  # exercises register themselves; nothing to import from here
 

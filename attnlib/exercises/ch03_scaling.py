@@ -6,7 +6,7 @@ import numpy as np
 
 from ._core import Case, Exercise, Mistake, register
 from ._ref import f64 as _np
-from ._ref import softmax as _softmax
+from ._ref import stable_softmax as _softmax
 
 # --------------------------------------------------------------------------- dot_product_variance
 
@@ -276,7 +276,7 @@ def _jac_cases(rng):
         Case((n((3, 5)),), label="a batch of 3 vectors, n = 5"),
         Case((n((2, 3, 4)),), label="two batch dimensions (2, 3), n = 4"),
         Case((n((4, 2)),), label="n = 2, batch 4"),
-        Case((780.0 + 30.0 * n((2, 6)),), label="large logits near 800 (exp overflows without the max trick)"),
+        Case((790.0 + 2.0 * n((2, 6)),), label="large logits near 800 (exp overflows without the max trick)"),
     ]
 
 
@@ -298,8 +298,9 @@ register(Exercise(
 ''',
     reference=softmax_jacobian_reference,
     cases=_jac_cases,
-    # entries lie in [-0.25, 0.25]; a float32 answer on logits near 800 is off by ~4e-6
-    rtol=1e-4, atol=2e-5,
+    # entries lie in [-0.25, 0.25] (atol is relative to that scale); a float32 answer on logits
+    # near 790 starts from inputs rounded by ~3e-5, which moves the entries by about as much
+    rtol=1e-4, atol=2e-4,
     mistakes=[
         Mistake("diag_only", "Only diag(p)",
                 "∂p_i/∂x_j is not zero for i ≠ j: raising one logit takes weight from all the others, "

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._core import ATTENTION_SHORTCUTS, Case, Exercise, Mistake, register
 from ._ref import as_np as _np
-from ._ref import softmax
+from ._ref import stable_softmax as softmax
 
 __all__ = []  # exercises register themselves; nothing to import from here
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._core import Case, Exercise, Mistake, register
-from ._ref import as_np, f64, log_softmax
+from ._ref import as_np, f64
+from ._ref import stable_log_softmax as log_softmax
 
 __all__ = []  # exercises register themselves; nothing to import from here
 
@@ -27,7 +28,12 @@ def _diag_mean(w, offset, first, *, reduce="mean", transpose=False):
     j = i + offset
     ok = (j >= 0) & (j < L)
     vals = w[..., i[ok], j[ok]]
-    return vals.sum(-1) if reduce == "sum" else vals.mean(-1)
+    return vals.sum(-1) if reduce == "sum" else _mean_last(vals)
+
+
+def _mean_last(vals):
+    """The mean over the last axis; NaN (without a warning) where that axis is empty."""
+    return vals.mean(-1) if vals.shape[-1] else np.full(vals.shape[:-1], np.nan)
 
 
 def _causal_weights(rng, shape, sharp=None, causal=True):
@@ -51,7 +57,7 @@ def _default_axes(offset, drop=0):
     for (..., L, L) it takes the diagonal of the first two (batch or head) axes."""
     def fn(w, *_):
         d = np.diagonal(f64(w), offset if not callable(offset) else offset(*_))
-        return d[..., drop:].mean(-1)
+        return _mean_last(d[..., drop:])
     return fn
 
 

@@ -15,7 +15,8 @@ import math
 import numpy as np
 
 from ._core import ATTENTION_SHORTCUTS, Case, Exercise, Mistake, register
-from ._ref import f64, softmax
+from ._ref import f64
+from ._ref import stable_softmax as softmax
 from ..i18n import N_
 
 __all__ = []  # exercises register themselves; nothing to import from here
