@@ -394,8 +394,9 @@ def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
 def test_the_hint_ladder_walks_from_the_fix_to_the_near_solution():
     """Level 1 with the failure, level 2 (the fix) on a second check or the first hint(),
     then the exercise's hints, then the end of the ladder."""
-    from attnlib.exercises._hints import next_hint
+    from attnlib.exercises._hints import _LADDER, next_hint
 
+    _LADDER.pop("repeat_kv", None)  # a fresh kernel: no earlier check of repeat_kv
     ex = EXERCISES["repeat_kv"]
     tiled = ex.mistake("tiled")
     r = check("repeat_kv", lambda x, n: np.tile(x, (1, n, 1, 1)))

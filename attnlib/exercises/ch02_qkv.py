@@ -576,12 +576,12 @@ register(Exercise(
                 "Each weight belongs to one key, and a key and its value are the same token of y: the "
                 "values must come from the sequence the keys come from (one value per key).",
                 lambda x, y, w_q, w_k, w_v: _cross(x, y, w_q, w_k, w_v, vs="x"),
-                fix="V = y @ w_v."),
+                fix="V = y @ w_v: the values come from y, like the keys."),
         Mistake("roles_swapped", "The roles of x and y are swapped",
                 "Your queries come from y and your keys and values from x, so you get one output row per "
                 "token of y. The sequence that asks (x) gives the queries.",
                 lambda x, y, w_q, w_k, w_v: _cross(y, x, w_q, w_k, w_v),
-                fix="Q = x @ w_q; K = y @ w_k; V = y @ w_v."),
+                fix="Q = x @ w_q (the queries from x); K = y @ w_k and V = y @ w_v (keys and values from y)."),
         Mistake("keys_as_values", "The key projection used for the values",
                 "Projecting the values with the key matrix delivers each token's matching label instead "
                 "of its content (the chapter's 'her' received 'a female person', not 'Anna'). The values "
