@@ -2,6 +2,8 @@
 draw of its cases (cases vary per check, so the contract must hold for any seed)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from attnlib.exercises._compare import _compare, _to_numpy
@@ -84,3 +86,58 @@ def untranslated(names) -> list[str]:
     finally:
         al.set_language("en")
     return missing
+
+
+_SPAN = re.compile(r"`([^`]+)`")
+_CALL_START = re.compile(r"(?<![\w.])(?:np|torch|math)(?:\.\w+)+\(")
+_EXPR = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.\w+)*(?:\[[^\]]*\])?\s*(?:@|<=|<|\*|/)\s*[^,;:]+")
+
+
+def _calls(text: str) -> list[str]:
+    """NumPy / torch / math calls in ``text``, with their balanced parentheses."""
+    found = []
+    for m in _CALL_START.finditer(text):
+        depth, i = 0, m.end() - 1
+        while i < len(text):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if depth == 0:
+                found.append(text[m.start():i + 1])
+                break
+            i += 1
+    return found
+
+
+def code_in_level_one(ex) -> list[str]:
+    """The code-like fragments of the exercise's level-1 texts (mistake titles and messages,
+    the idea hint): backtick spans and NumPy/torch calls or expressions such as ``a @ b``."""
+    texts = [m.title for m in ex.mistakes] + [m.message for m in ex.mistakes] + [ex.hint]
+    found = []
+    for t in texts:
+        found += _SPAN.findall(t) + _calls(t) + [m.group(0).rstrip(" .") for m in _EXPR.finditer(t)]
+    return list(dict.fromkeys(found))
+
+
+def passing_code_in_level_one(ex, seeds=range(3)) -> list[str]:
+    """Each code fragment of a level-1 text, run as the answer (``return <fragment>`` in the
+    stub's signature): the fragments that pass. Level 1 never hands over a passing answer."""
+    import math
+
+    import torch
+
+    head = ex.signature()
+    passing = []
+    for frag in code_in_level_one(ex):
+        ns = {"np": np, "math": math, "torch": torch}
+        try:
+            exec(compile(f"{head}\n    return {frag}\n", "<fragment>", "exec"), ns)
+        except SyntaxError:
+            continue
+        fn = ns[re.match(r"def (\w+)", head).group(1)]
+        try:
+            with np.errstate(all="ignore"):
+                bad = passes_every_seed(ex, fn, seeds=seeds)
+        except Exception:  # noqa: BLE001 - a fragment that does not run does not pass
+            continue
+        if not bad:
+            passing.append(frag)
+    return passing

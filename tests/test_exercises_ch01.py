@@ -302,3 +302,11 @@ def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
     from exercise_catalogue import untranslated
     missing = untranslated(NAMES)
     assert not missing, missing[:5]
+
+
+def test_no_code_in_a_level_one_message_passes():
+    """Level 1 names the mistake and the idea; run as an answer, none of its code passes."""
+    from attnlib.exercises import EXERCISES as registered
+    from exercise_catalogue import passing_code_in_level_one
+    for name in NAMES:
+        assert not passing_code_in_level_one(registered[name]), name

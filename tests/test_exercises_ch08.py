@@ -413,3 +413,24 @@ def test_a_failure_no_mistake_explains_starts_the_ladder_at_the_hints():
     r = check("decode_step", lambda q, k, v, kc, vc: (q * 0, kc, vc))
     assert r.mistake is None and r.hint
     assert next_hint("decode_step").text == EXERCISES["decode_step"].hints[0]
+
+
+def test_no_code_in_a_level_one_message_passes():
+    """Level 1 names the mistake and the idea; run as an answer, none of its code passes."""
+    from attnlib.exercises import EXERCISES as registered
+    from exercise_catalogue import passing_code_in_level_one
+    for name in NAMES:
+        assert not passing_code_in_level_one(registered[name]), name
+
+
+def test_the_code_in_level_one_detector_is_not_vacuous():
+    """The message issue 20 quotes ('like np.repeat(x, n_rep, axis=1)') is caught."""
+    from dataclasses import replace
+
+    from exercise_catalogue import passing_code_in_level_one
+    ex = EXERCISES["repeat_kv"]
+    old = replace(ex.mistake("tiled"), message="Repeat each head in place, like np.repeat(x, n_rep, axis=1).")
+    assert passing_code_in_level_one(replace(ex, mistakes=[old])) == ["np.repeat(x, n_rep, axis=1)"]
+    mask = EXERCISES["lower_right_causal_mask"]
+    old = replace(mask.mistake("upper_left"), message="Use np.tril(np.ones((L, S), bool), k=S - L).")
+    assert passing_code_in_level_one(replace(mask, mistakes=[old]))
