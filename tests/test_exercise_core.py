@@ -14,8 +14,9 @@ import pytest
 import torch
 
 import attnlib as al
-from attnlib.exercises import EXERCISES, Case, CheckResult, Exercise, Mistake, check, register
+from attnlib.exercises import EXERCISES, Case, CheckResult, Mistake, check
 from attnlib.exercises import _running
+from exercise_toys import toys
 
 
 def _double(x):
@@ -32,25 +33,11 @@ def _toy_cases():
 @pytest.fixture
 def toy():
     """A tiny exercise "toy_double" (2 x), with short time limits; removed afterwards."""
-    made = []
-
-    def make(name="toy_double", **kw):
-        args = dict(name=name, chapter="02_qkv", prompt="Return 2 x.",
-                    stub='def double(x):\n    """Return 2 * x."""\n    # YOUR CODE HERE\n    raise NotImplementedError\n',
-                    reference=_double, cases=_toy_cases, hint="Multiply by 2.",
+    yield from toys("toy_double", cases=_toy_cases, hint="Multiply by 2.", time_limit=0.5, total_time_limit=1.2,
                     mistakes=[Mistake("plus_one", "Added one", "You returned x + 1; multiply by 2 instead.",
                                       fn=lambda x: np.asarray(x) + 1.0),
                               Mistake("squared", "Squared", "You returned x ** 2; multiply by 2 instead.",
-                                      fn=lambda x: np.asarray(x) ** 2, variants=(lambda x: np.asarray(x) * x,))],
-                    time_limit=0.5, total_time_limit=1.2)
-        args.update(kw)
-        ex = register(Exercise(**args))
-        made.append(ex.name)
-        return ex
-
-    yield make
-    for name in made:
-        EXERCISES.pop(name, None)
+                                      fn=lambda x: np.asarray(x) ** 2, variants=(lambda x: np.asarray(x) * x,))])
 
 
 def _workers_alive():
@@ -618,3 +605,116 @@ def test_a_timeout_shows_the_hint_idea_but_never_code(toy):
 
     r = check("toy_double", spin)
     assert r.details["problem"] == "timeout" and r.hint == "Multiply every entry by two."
+
+
+# --------------------------------------------------------------------------- messages that apply
+
+@pytest.mark.parametrize("fn, problem", [
+    (lambda x: None, "none"),
+    (lambda x: (np.asarray(x) > 0).astype(float), "dtype"),
+    (lambda x: list(np.asarray(x) * 2.0), "type"),
+])
+def test_the_work_it_through_by_hand_line_is_not_added_where_it_does_not_apply(toy, fn, problem):
+    """Issue 20: "returned None", "expected a bool array", "got a Python list" are about the
+    form of the answer, not the idea; a time-out shows the idea but not the generic line."""
+    toy(name="toy_form", reference=lambda x: np.asarray(x) > 0 if problem == "dtype" else _double(x),
+        output_kind="bool" if problem == "dtype" else "float", hint="")
+    r = check("toy_form", fn)
+    assert r.details["problem"] == problem, str(r)
+    assert r.hint == "" and al.exercises._core._GENERIC_HINT not in str(r)
+
+    def spin(x):
+        while True:
+            pass
+
+    t = check("toy_form", spin)
+    assert t.details["problem"] == "timeout" and t.hint == "", str(t)
+    wrong = check("toy_form", lambda x: np.asarray(x) < 0 if problem == "dtype" else _double(x) + 1)
+    assert wrong.details["problem"] == "value" and wrong.hint == al.exercises._core._GENERIC_HINT
+
+
+@pytest.mark.parametrize("code, what", [
+    (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1), "dim1="),
+    (lambda w: np.where(w.masked_fill(w > 0, 0.0) > 0, 1.0, 0.0).sum(), "masked_fill"),
+    (lambda w: w.sum(dim=-1), "dim="),
+    (lambda w: w.softmax(dim=-1), "softmax"),
+])
+def test_torch_style_code_on_a_numpy_input_is_told_the_input_is_numpy(code, what):
+    r = check("prev_token_score", code)
+    assert r.details["problem"] == "raised", str(r)
+    assert "NumPy arrays" in r.message and "torch.as_tensor" in r.message and what in r.message, r.message
+
+
+# --------------------------------------------------------------------------- cases that vary, the ladder
+
+def _random_cases(rng):
+    return [Case((rng.standard_normal(3),), label="a vector"),
+            Case((rng.standard_normal((2, 3)),), label="a matrix")]
+
+
+def test_cases_are_fresh_each_check_replayable_by_seed_and_a_memorised_table_fails(toy):
+    ex = toy(cases=_random_cases)
+    assert ex.varies
+    table = {c.args[0].tobytes(): _double(c.args[0]) for c in ex.all_cases(5)}
+
+    def memorised(x):
+        return table.get(np.asarray(x).tobytes())
+
+    assert check("toy_double", memorised, seed=5).passed
+    r = check("toy_double", memorised)
+    assert not r.passed and r.details["seed"] != 5 and r.details["problem"] == "none", str(r)
+    again = check("toy_double", memorised, seed=r.details["seed"])
+    assert again.message == r.message  # the seed replays the same cases
+    assert len({check("toy_double", _double).details["seed"] for _ in range(3)}) == 3
+
+
+def test_old_style_cases_without_an_rng_still_work(toy):
+    ex = toy()  # _toy_cases() takes no argument
+    assert not ex.varies and len(ex.all_cases()) == 3 and check("toy_double", _double).passed
+
+
+def test_the_hint_ladder_names_the_idea_first_then_the_fix_then_the_hints(toy, capsys):
+    from attnlib.exercises import _hints
+    toy(mistakes=[Mistake("plus_one", "Added one", "You added one instead of doubling: scale, do not shift.",
+                          fn=lambda x: np.asarray(x) + 1.0, fix="Return 2 * x."),
+                  Mistake("squared", "Squared", "You squared x: the map is linear.", fn=lambda x: np.asarray(x) ** 2)],
+        hints=("Each entry is multiplied by the same number.", "That number is two."))
+    _hints._LADDER.pop("toy_double", None)
+    al.exercises.hint("toy_double")
+    assert "Check your function first" in capsys.readouterr().out
+    first = check("toy_double", lambda x: np.asarray(x) + 1.0)
+    assert first.mistake == "plus_one" and first.fix == "" and "Return 2 * x." not in str(first)
+    assert 'al.exercises.hint("toy_double")' in str(first) and "al.exercises.hint" in first._repr_html_()
+
+    def ask():
+        al.exercises.hint("toy_double")
+        return capsys.readouterr().out
+
+    step = ask()
+    assert "Hint 1 of 3" in step and "Return 2 * x." in step  # level 2 first: the mistake's fix
+    second = check("toy_double", lambda x: np.asarray(x) + 1.0)  # the same mistake again: the fix shows
+    assert second.fix == "Return 2 * x." and "How to fix it: Return 2 * x." in str(second)
+    assert "How to fix it:" in second._repr_html_()
+    step = ask()
+    assert "Hint 2 of 3" in step and "Each entry is multiplied by the same number." in step
+    step = ask()
+    assert "Hint 3 of 3" in step and "That number is two." in step
+    assert "last hint" in ask()
+    # a failure that matches no mistake starts at the hints; a mistake without a fix shows none
+    check("toy_double", lambda x: _double(x) + 0.5)
+    h = _hints.next_hint("toy_double")
+    assert h.text == "Each entry is multiplied by the same number." and h.step == 1
+    check("toy_double", lambda x: np.asarray(x) ** 2)
+    sq = check("toy_double", lambda x: np.asarray(x) ** 2)
+    assert sq.mistake == "squared" and sq.fix == ""
+    assert check_solution_does_not_count("toy_double")
+    assert check("toy_double", _double).passed
+    assert "passed" in _hints.next_hint("toy_double").text
+    assert "<div" in _hints.next_hint("toy_double")._repr_html_()
+
+
+def check_solution_does_not_count(name) -> bool:
+    from attnlib.exercises import _hints
+    before = _hints._LADDER.get(name)
+    al.exercises.check_solution(name, lambda x: np.asarray(x) ** 2)
+    return _hints._LADDER.get(name) is before

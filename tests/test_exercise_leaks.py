@@ -25,8 +25,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnlib.exercises import EXERCISES, Case, Exercise, Mistake, check, register
+from attnlib.exercises import EXERCISES, Case, Mistake, check
 from attnlib.exercises import _running
+from exercise_toys import toys
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -47,6 +48,18 @@ def _descendants() -> list[int]:
     imports numpy and torch for the next check and has run no learner code)."""
     standby = _running.standby_pids()
     return [p for p in _all_descendants() if p not in standby]
+
+
+def _describe(pids) -> str:
+    out = []
+    for p in pids:
+        try:
+            cmd = open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")[:120]
+            st = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out.append(f"{p} (parent {st[1]}, state {st[0]}): {cmd}")
+    return "; ".join(out)
 
 
 def _all_descendants() -> list[int]:
@@ -108,23 +121,9 @@ def mode(request, monkeypatch):
 
 @pytest.fixture
 def toy():
-    made = []
-
-    def make(name="leak_double", **kw):
-        args = dict(name=name, chapter="02_qkv", prompt="Return 2 x.",
-                    stub='def double(x):\n    """Return 2 * x."""\n    # YOUR CODE HERE\n    raise NotImplementedError\n',
-                    reference=_double, cases=_cases, hint="Each entry doubles.",
+    yield from toys("leak_double", cases=_cases, hint="Each entry doubles.", time_limit=0.5, total_time_limit=1.2,
                     mistakes=[Mistake("plus_one", "Added one", "You returned x + 1; multiply by 2 instead.",
-                                      fn=lambda x: np.asarray(x) + 1.0)],
-                    time_limit=0.5, total_time_limit=1.2)
-        args.update(kw)
-        ex = register(Exercise(**args))
-        made.append(ex.name)
-        return ex
-
-    yield make
-    for name in made:
-        EXERCISES.pop(name, None)
+                                      fn=lambda x: np.asarray(x) + 1.0)])
 
 
 def _startup() -> float:
@@ -213,7 +212,7 @@ def test_long_c_call_is_killed_with_the_worker(toy, mode):
     r = check("leak_double", lambda x: time.sleep(30))
     assert r.details["problem"] == "timeout" and "background" not in r.message
     assert time.perf_counter() - t0 < 3.0 + _startup()
-    assert not _descendants()
+    assert not _descendants(), _describe(_descendants())
     _next_check_passes_at_once()
 
 
@@ -235,7 +234,7 @@ def test_no_worker_process_survives_any_verdict(toy):
     toy()
     for fn in (_double, lambda x: x + 1.0, lambda x: 1 / 0):
         check("leak_double", fn)
-        assert not _descendants()
+        assert not _descendants(), _describe(_descendants())
 
 
 # --------------------------------------------------------------------------- crashes and odd exceptions

@@ -26,10 +26,11 @@ import pytest
 import torch
 
 import attnlib as al
-from attnlib.exercises import EXERCISES, Case, Exercise, check, register
+from attnlib.exercises import EXERCISES, Case, check
 from attnlib.exercises import _running, _wire
 from attnlib.exercises._judge import Plan
 from attnlib.exercises._worker import run_cases
+from exercise_toys import toys
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -46,21 +47,7 @@ def _cases():
 
 @pytest.fixture
 def toy():
-    made = []
-
-    def make(name="hostile_double", **kw):
-        args = dict(name=name, chapter="02_qkv", prompt="Return 2 x.",
-                    stub='def double(x):\n    """Return 2 * x."""\n    # YOUR CODE HERE\n    raise NotImplementedError\n',
-                    reference=_double, cases=_cases, hint="Each entry doubles.", mistakes=[],
-                    time_limit=2.0, total_time_limit=6.0)
-        args.update(kw)
-        ex = register(Exercise(**args))
-        made.append(ex.name)
-        return ex
-
-    yield make
-    for name in made:
-        EXERCISES.pop(name, None)
+    yield from toys("hostile_double", cases=_cases, hint="Each entry doubles.", time_limit=2.0, total_time_limit=6.0)
 
 
 @pytest.fixture(params=["fork", "spawn"])
@@ -177,12 +164,21 @@ def _escapes(pidfile: str, how: str):
     return double
 
 
-@pytest.mark.parametrize("how", ["fork_setsid", "double_fork", "popen"])
+@pytest.mark.parametrize("how", ["fork_setsid", "double_fork", "popen", "popen_then_crash"])
 def test_children_that_escape_the_process_group_do_not_survive_the_verdict(toy, mode, tmp_path, how):
+    """Also when the worker itself ends right after starting them (its orphans stay in the
+    guard's tree)."""
     toy()
     pidfile = str(tmp_path / "pids")
-    r = check("hostile_double", _escapes(pidfile, how))
-    assert r.passed, str(r)
+    fn = _escapes(pidfile, how.removesuffix("_then_crash"))
+    if how.endswith("crash"):
+        def crashes(x, _fn=fn):
+            _fn(x)
+            time.sleep(0.2)
+            os._exit(3)
+        fn = crashes
+    r = check("hostile_double", fn)
+    assert r.passed or (how.endswith("crash") and r.details["problem"] == "crashed"), str(r)
     deadline = time.perf_counter() + 30
     while not os.path.exists(pidfile) and time.perf_counter() < deadline:  # (written by the escaped child)
         time.sleep(0.05)

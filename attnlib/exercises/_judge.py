@@ -262,8 +262,9 @@ class Plan:
 
     # -- judging one outcome
     def _where(self, i: int) -> str:
-        case = self.cases[i]
-        return tr(f"case {i + 1} of {len(self.cases)} ({tr(case.label)}; inputs {_shapes(case)})")
+        cases = self.cases
+        case = cases[i]
+        return tr(f"case {i + 1} of {len(cases)} ({tr(case.label)}; inputs {_shapes(case)})")
 
     def _ended(self, out: _wire.Outcome, where: str, req: Request, stage: str, i: int | None = None):
         """The verdict for a call that did not complete, broke the protocol, switched the
@@ -310,6 +311,15 @@ class Plan:
                                     what=out.tampered, where=where), "tampered", mistake="tampered", hint=False)
         if out.borrowed:
             return self._borrowed(out.borrowed[0], where)
+        if out.status == "raised" and stage != "cases":  # (a case's exception is judged with the others)
+            out.value, c = out.raised, ex.perf_case
+            if stage == "perf":
+                text = tr(f"Your function passes the small cases but raised {_fmt_exc(out.value)} on a larger "
+                          f"input ({_shapes(c)}).")
+            else:
+                text = tr(f"The values are right, but an extra test failed: your function raised "
+                          f"{_fmt_exc(out.value)}.")
+            return self._fail(text + _explain_exc(out.value), "raised" if stage == "perf" else "extra")
         return None
 
     def _borrowed(self, ev: _wire.Evidence, where: str):
@@ -339,7 +349,7 @@ class Plan:
             exc = out.text
             return self._fail(tr(f"Your function cannot be called the way the checker calls it, {fname}({shown}): {exc}. "
                                  f"Keep the stub's signature: `{ex.signature()}`."), "signature", hint=False)
-        if out.status == "raised" and out.raised.not_implemented and i == 0:
+        if out.status == "raised" and "not_implemented" in out.raised.kinds and i == 0:
             from ._core import CheckResult
             return CheckResult(ex.name, "not_attempted", tr("Not attempted yet: the function still raises "
                                                             "NotImplementedError. Replace `raise NotImplementedError` with your code."),
@@ -383,10 +393,6 @@ class Plan:
         ended = self._ended(out, where, req, "perf")
         if ended is not None:
             return ended
-        if out.status == "raised":
-            out.value = out.raised
-            return self._fail(tr(f"Your function passes the small cases but raised {_fmt_exc(out.value)} on a larger "
-                                 f"input ({_shapes(c)}).") + _explain_exc(out.value), "raised")
         if out.cpu is not None and out.cpu > ex.slow_limit:
             return self._slow()
         return None
@@ -406,10 +412,6 @@ class Plan:
         ended = self._ended(out, tr("the extra test's input"), req, "extra")
         if ended is not None:
             return ended
-        if out.status == "raised":
-            out.value = out.raised
-            return self._fail(tr(f"The values are right, but an extra test failed: your function raised "
-                                 f"{_fmt_exc(out.value)}.") + _explain_exc(out.value), "extra")
         problem = out.extra
         if not problem:
             return None
@@ -426,10 +428,10 @@ class Plan:
         for m in ex.mistakes if some_value else ():
             if m.kind == "output" and _reproduces(m, self.outcomes, cases, ex):
                 return self._fail(_mistake_text(m), "mistake", mistake=m.key, hint=False)
-        i, msg, problem = self.failures[0]
-        n = len(cases)
-        tail = (tr(f" {len(self.failures)} of {n} cases fail.") if len(self.failures) > 1 else
-                tr(f" The other {n - 1} cases pass.") if n > 1 else "")
+        failures = self.failures
+        i, msg, problem = failures[0]
+        tail = (tr(f" {len(failures)} of {len(cases)} cases fail.") if len(failures) > 1 else
+                tr(f" The other {len(cases) - 1} cases pass.") if len(cases) > 1 else "")
         form = problem in ("none", "type", "dtype")  # about the form of the answer, not the idea
         return self._fail(msg + tail, problem, case=i, hint=not form)
 
@@ -496,7 +498,7 @@ def _explain_exc(exc) -> str:
     if not isinstance(exc, _wire.Raised):
         exc = _wire.Raised.of(exc)
     text = exc.text
-    if exc.recursion:
+    if "recursion" in exc.kinds:
         return tr(" Your function calls itself without end. In a notebook this often happens when a "
                   "helper has the same name as your function (e.g. your softmax calls softmax): rename one. "
                   "(The checker keeps Python's recursion limit while your function runs.)")
@@ -507,10 +509,10 @@ def _explain_exc(exc) -> str:
                  "np.diagonal(w, offset, axis1, axis2) instead of w.diagonal(offset, dim1, dim2)), or convert "
                  "first: x = torch.as_tensor(x) (you may return a tensor).").format(name=style)
     if ("Tensor" in text and "ndarray" in text) or (
-            exc.attribute and "'numpy.ndarray' object has no attribute" in text):
+            "attribute" in exc.kinds and "'numpy.ndarray' object has no attribute" in text):
         return tr(" The checker passes NumPy arrays. To work in PyTorch, convert first, e.g. "
                   "x = torch.as_tensor(x) (you may return a tensor).")
-    if exc.memory or "can't allocate memory" in text or "out of memory" in text.lower():
+    if "memory" in exc.kinds or "can't allocate memory" in text or "out of memory" in text.lower():
         return tr(" Your function asked for more memory than the machine has.")
     return ""
 

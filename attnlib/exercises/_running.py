@@ -14,16 +14,19 @@ loop is :func:`attnlib.exercises._worker.serve`. Two ways to start it:
   cannot be pickled (an open file, a lock) is the learner's problem and is reported as
   such. ``ATTNLIB_CHECK_WORKER=spawn`` forces this mode (``fork`` forces the other).
 
-Either way the guarantees are the same. Only the reply of the worker's own process to
-the request just sent counts (a reply is matched by request id and pid, anything else on
-the pipe is ignored or, if it breaks the framing, reported as a garbled answer). A call
-past its wall-clock limit, a timed call past its CPU-time limit (read from ``/proc``, so
-the function cannot stop the clock), a kernel interrupt (KeyboardInterrupt) while
-waiting, and the end of the check all end the worker and **every process it started**:
-the worker is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so a child that
-double-forks or calls ``setsid`` stays in its tree; the worker is stopped (SIGSTOP: its
-threads can start nothing more), then every descendant found in ``/proc`` is killed
-until none is left, then the worker. A crash of the worker (a segmentation fault,
+Either way the guarantees are the same. The process started is a **guard**
+(:func:`._worker.guarded`): a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) that never
+runs the learner's code and forks the worker, so that a child that double-forks or calls
+``setsid``, or is orphaned by a crash of the worker, stays in the guard's tree. Only the
+reply of the worker's own process to the request just sent counts (a reply is matched by
+request id and pid; anything else on the pipe is ignored or, if it breaks the framing,
+reported as a garbled answer). A call past its wall-clock limit, a timed call past its
+CPU-time limit (read from ``/proc``, so the function cannot stop the clock), a kernel
+interrupt (KeyboardInterrupt) while waiting, and the end of the check all end **every
+process in the tree**: it is stopped from the top down (SIGSTOP: a stopped process can
+neither start nor reap one), every descendant found in ``/proc`` is killed until none is
+left, and only then is anything reaped, while this process is briefly a subreaper itself
+so that the dead are reaped here. A crash of the worker (a segmentation fault,
 ``os._exit``) is reported as a crash; the kernel is not affected.
 
 Without ``/proc`` (macOS) the worker's process group is killed instead: a descendant that
@@ -152,7 +155,8 @@ def _signal(pid: int, sig: int) -> None:
 
 
 def kill_tree(pid: int) -> list[int]:
-    """Kill process ``pid`` and every process descended from it (see the module docstring).
+    """Kill process ``pid`` and every process descended from it (see the module docstring);
+    returns the pids killed (and the zombies found), to be reaped.
 
     ``pid`` must be an unreaped child of this process (alive or a zombie), so that it
     cannot be another process's pid. The tree is stopped from the top down before anything
@@ -166,7 +170,9 @@ def kill_tree(pid: int) -> list[int]:
         stopped, frontier = [], [pid]
         while frontier:  # stop every descendant, parents before their children
             p = frontier.pop()
-            for k in _live_children(p):
+            live, dead = _children_by_state(p)
+            killed += [k for k in dead if k not in killed]  # zombies: only to be reaped
+            for k in live:
                 _signal(k, signal.SIGSTOP)
                 stopped.append(k)
                 frontier.append(k)
@@ -174,8 +180,8 @@ def kill_tree(pid: int) -> list[int]:
             break
         for k in stopped:
             _signal(k, signal.SIGKILL)
-        killed += stopped
-        time.sleep(0.002)  # (their orphans, if any, are reparented to the stopped worker)
+        killed += [k for k in stopped if k not in killed]
+        time.sleep(0.002)  # (their orphans, if any, are reparented to the stopped guard)
     if os.path.isdir("/proc"):
         _signal(pid, signal.SIGKILL)
     else:  # no /proc: the worker's process group, then the worker
@@ -233,16 +239,17 @@ def end_tree(pid: int) -> int | None:
             _prctl(_PR_SET_CHILD_SUBREAPER, 0)
 
 
-def _live_children(pid: int) -> list[int]:
+def _children_by_state(pid: int) -> tuple[list[int], list[int]]:
+    """(live children, zombie children) of ``pid``."""
     kids = _children(pid)
     if kids is None:
         kids = _scan_children().get(pid, [])
-    out = []
+    live, dead = [], []
     for k in kids:
         st = _stat(k)
-        if st is not None and st[0] not in ("Z", "X"):
-            out.append(k)
-    return out
+        if st is not None:
+            (dead if st[0] in ("Z", "X") else live).append(k)
+    return live, dead
 
 
 # --------------------------------------------------------------------------- the worker
@@ -258,8 +265,11 @@ class Worker:
         self.fn, self.memory_limit = fn, memory_limit
         self.extra_checks = dict(extra_checks or {})  # sent along to a spawned worker
         self.mode = mode or worker_mode()
-        self.pid: int | None = None
+        self.pid: int | None = None        # the worker (the guard until it said "started")
+        self.guard: int | None = None      # the process this one started (a child)
         self.last_pid: int | None = None
+        self.ended: int | None = None      # the worker's wait status, if the guard reported it
+        self.closed = False
         self.proc: subprocess.Popen | None = None
         self.failed: _wire.Outcome | None = None
         self._out = self._in = None
@@ -290,12 +300,12 @@ class Worker:
         _Standby.discard()  # forking again: a spawned standby is not needed
         req_r, req_w, rep_r, rep_w = self._pipes()
         pid = os.fork()
-        if pid == 0:  # the worker
+        if pid == 0:  # the guard, which forks the worker
             try:
                 os.setpgid(0, 0)
                 os.close(req_w)
                 os.close(rep_r)
-                _worker.serve(req_r, rep_w, self.fn, memory_limit=self.memory_limit)
+                _worker.guarded(req_r, rep_w, self.fn, memory_limit=self.memory_limit)
             finally:
                 os._exit(0)
         with contextlib.suppress(OSError):
@@ -303,12 +313,29 @@ class Worker:
         os.close(req_r)
         os.close(rep_w)
         self._connect(pid, req_w, rep_r)
+        return self._started()
+
+    def _started(self) -> _wire.Outcome | None:
+        """Wait for the guard's "started" frame: from then on ``pid`` is the worker's."""
+        got = self._wait(None, _START_LIMIT, None, ready=True)
+        if isinstance(got, _wire.Outcome):
+            return got
+        try:
+            msg = json.loads(got[0])
+            worker = int(msg["worker"]) if msg.get("attnlib") == "started" else None
+        except (ValueError, KeyError, TypeError, AttributeError):
+            worker = None
+        if worker is None:
+            self.close()
+            return _wire.Outcome.failure("garbled", text="the worker did not start")
+        self.pid = self.last_pid = worker
         return None
 
-    def _connect(self, pid: int, out_fd: int, in_fd: int) -> None:
+    def _connect(self, guard: int, out_fd: int, in_fd: int) -> None:
         os.set_blocking(in_fd, False)
-        self.pid, self._out, self._in = pid, out_fd, in_fd
-        self.last_pid = pid
+        self.guard = self.pid = self.last_pid = guard
+        self._out, self._in = out_fd, in_fd
+        self.ended: int | None = None
         self.reader = _wire.FrameReader(in_fd)
 
     def _spawn(self) -> _wire.Outcome | None:
@@ -337,7 +364,7 @@ class Worker:
             why = ready.get("why") if isinstance(ready, dict) and isinstance(ready.get("why"), str) else "?"
             self.close()
             return _wire.Outcome.failure("unsendable", text=why[:500])
-        return None
+        return self._started()
 
     def close(self):
         """End the worker and everything it started; returns how the worker ended
@@ -353,7 +380,7 @@ class Worker:
         """Start the worker now (a spawned one: until it is ready); a failure Outcome
         (unsendable, crashed) if it cannot be."""
         try:
-            return self._start() if self.pid is None else None
+            return self._start() if self.guard is None else None
         except KeyboardInterrupt:
             self.close()
             raise
@@ -363,7 +390,9 @@ class Worker:
         """Send a request; wait up to ``limit`` seconds (and ``cpu_limit`` CPU seconds) for
         its reply. Returns ``(reply_bytes, cpu_seconds or None)`` or a failure Outcome."""
         try:
-            if self.pid is None:
+            if self.guard is None:
+                if self.closed:  # it ended (a crash, a time-out): a check never starts a second one
+                    return _wire.Outcome.failure("crashed")
                 failed = self._start()
                 if failed is not None:
                     return failed
@@ -406,6 +435,10 @@ class Worker:
                 if _answers(frame, request_id, self.pid):
                     used = process_cpu(self.pid)
                     return frame, (None if used is None or cpu0 is None else used - cpu0)
+                if frame.startswith(b'{"attnlib": "ended"'):  # the guard: the worker has ended
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        self.ended = int(json.loads(frame)["status"])
+                    return self._ended(time.perf_counter() - t0)
             if self.reader.eof:
                 return self._ended(time.perf_counter() - t0)
 
@@ -415,13 +448,20 @@ class Worker:
 
     # -- ending
     def _close(self):
-        if self.pid is None:
+        if self.guard is None:
             return None
-        pid, self.pid = self.pid, None
+        guard, self.guard, self.pid = self.guard, None, None
+        self.closed = True
+        # kill before closing the pipes (the worker would end at their end of file, and
+        # orphan what it started) and before reaping (until then no pid can be another's)
+        status = end_tree(guard)
         for fd in (self._out, self._in):
             with contextlib.suppress(OSError, TypeError):
                 os.close(fd)
-        status = end_tree(pid)  # (kills before reaping: until then its pid cannot be another's)
+        if self.ended is not None:
+            status = self.ended
+        elif self.last_pid != guard:  # the worker was killed by us, not ended by itself
+            status = None
         if self.proc is not None:
             with contextlib.suppress(Exception):
                 self.proc.returncode = -9  # reaped above: keep Popen from waiting again

@@ -152,7 +152,7 @@ class Recorder:
         self.busy = 0
         self.entry: Any = None
         self.entry_frame = None
-        self._hook_fn = self._hook
+        self._hook_fn = self._make_hook()
         self._mode = None
         self._torch_done = False
 
@@ -203,7 +203,7 @@ class Recorder:
                 with contextlib.suppress(TypeError):
                     self.specials[obj] = (i, name, when)
         self.pending = left
-        self.verdicts.clear()
+        self.verdicts.clear()  # (the same dict the hook holds)
 
     def _classify(self, code, frame) -> tuple:
         module, qual = _module_of(code, frame), _qualname(code)
@@ -235,38 +235,46 @@ class Recorder:
             return False
         return type(got) is type(want) and got == want
 
-    def _hook(self, frame, event, arg):
-        if not self.active or self.busy:
-            return
-        if event == "call":
-            code = frame.f_code
-            v = self.verdicts.get(code)
-            if v is None:
-                v = self._classify(code, frame)
-            if v[1]:
-                self._matched(v, frame)
-            if v[0] and self.entry_frame is None:
-                self.entry_frame, self.entry = frame, code
-        elif event == "return":
-            if frame is self.entry_frame:
-                self.entry_frame = None
-        elif event == "c_call":
-            if self.entry_frame is None:
-                self.entry = arg
-            try:
-                hit = self.specials.get(arg)
-            except TypeError:
-                hit = None
-            if hit is not None:
-                self._special(hit, frame)
-            elif self.methods:
-                ms = self.methods.get(getattr(arg, "__name__", None))
-                if ms:
-                    owner = getattr(arg, "__self__", None)
-                    for cls, i, name in ms:
-                        if isinstance(owner, cls):
-                            self._hit(i, name)
-                            break
+    def _make_hook(self) -> Callable:
+        """The profile function (a closure: it runs on every call and return of the
+        learner's code, so it reads as few attributes as it can)."""
+        rec, verdicts, specials, methods = self, self.verdicts, self.specials, self.methods
+        classify, matched, special, hit = self._classify, self._matched, self._special, self._hit
+
+        def hook(frame, event, arg):
+            if event == "c_return" or not rec.active or rec.busy:
+                return
+            if event == "c_call":
+                if rec.entry_frame is None:
+                    rec.entry = arg
+                try:
+                    found = specials.get(arg)
+                except TypeError:
+                    return
+                if found is not None:
+                    special(found, frame)
+                elif methods:
+                    ms = methods.get(getattr(arg, "__name__", None))
+                    if ms:
+                        owner = getattr(arg, "__self__", None)
+                        for cls, i, name in ms:
+                            if isinstance(owner, cls):
+                                hit(i, name)
+                                break
+            elif event == "call":
+                code = frame.f_code
+                v = verdicts.get(code)
+                if v is None:
+                    v = classify(code, frame)
+                if v[1]:
+                    matched(v, frame)
+                if v[0] and rec.entry_frame is None:
+                    rec.entry_frame, rec.entry = frame, code
+            elif event == "return":
+                if frame is rec.entry_frame:
+                    rec.entry_frame = None
+
+        return hook
 
     def _matched(self, v: tuple, frame) -> None:
         _lib, matches, module, qual = v

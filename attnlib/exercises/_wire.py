@@ -130,22 +130,6 @@ class Raised:
         name = type(exc).__name__
         return cls(name if isinstance(name, str) else "Exception", text[:4000], frozenset(kinds))
 
-    @property
-    def recursion(self) -> bool:
-        return "recursion" in self.kinds
-
-    @property
-    def not_implemented(self) -> bool:
-        return "not_implemented" in self.kinds
-
-    @property
-    def memory(self) -> bool:
-        return "memory" in self.kinds
-
-    @property
-    def attribute(self) -> bool:
-        return "attribute" in self.kinds
-
 
 @dataclass(frozen=True)
 class Opaque:

@@ -28,8 +28,9 @@ cases it made fresh for this check. For each call of the request, this module:
   at once (``os._exit``): only the process that received the request answers it.
 
 :func:`serve` is the loop of the worker process that :mod:`attnlib.exercises._running`
-forks or spawns for one check (a child subreaper with its output sent nowhere and a
-memory limit); :func:`main` is the entry point of a spawned one.
+starts for one check (its output sent nowhere, a memory limit), under a guard process
+(:func:`guarded`, a child subreaper that never runs the learner's code, so that nothing the
+worker starts can leave the tree); :func:`main` is the entry point of a spawned one.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ import numpy as np
 from . import _wire
 from ._watch import Recorder
 
-__all__ = ["run_cases", "serve", "main"]
+__all__ = ["run_cases", "serve", "guarded", "main"]
 
 IN_WORKER = False             # True in a process started by the checker (it dies after the check)
 EXTRA_CHECKS: dict[str, Callable] = {}   # extra checks sent along with the function (spawned worker)
@@ -374,6 +375,51 @@ def serve(fd_in: int, fd_out: int, fn: Callable, *, memory_limit: int | None = N
         os._exit(0)
 
 
+def _pdeathsig() -> None:
+    """Linux: be killed when the parent ends (a kernel that dies takes the check with it)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def guarded(fd_in: int, fd_out: int, fn: Callable, *, memory_limit: int | None = None, setup: bool = True) -> None:
+    """Run :func:`serve` in a child of this process (the worker), and stay as its guard: a
+    child subreaper that never runs the learner's code. Whatever the worker does (fork,
+    ``setsid``, crash), its processes stay in the guard's tree, where the checker finds and
+    kills them. The guard writes a ``{"attnlib": "started", "worker": pid}`` frame, and
+    ``{"attnlib": "ended", "status": wait_status}`` if the worker ends; it reaps orphans
+    until it is killed. Without Linux's subreaper the worker runs here directly."""
+    try:
+        linux = sys.platform.startswith("linux")
+        if linux:
+            _become_subreaper()
+            _pdeathsig()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        worker = os.fork() if linux else 0
+        if worker == 0:
+            if linux:
+                _pdeathsig()
+            _wire.write_frame(fd_out, json.dumps({"attnlib": "started", "worker": os.getpid()}).encode())
+            serve(fd_in, fd_out, fn, memory_limit=memory_limit, setup=setup)
+        os.close(fd_in)
+        for fd in (0, 1, 2):
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                signal.pause()
+                continue
+            except InterruptedError:
+                continue
+            if pid == worker:
+                _wire.write_frame(fd_out, json.dumps({"attnlib": "ended", "status": status}).encode())
+    except BaseException:  # noqa: BLE001 - never run the parent's code after fork
+        pass
+    finally:
+        os._exit(0)
+
+
 def main(argv: list[str] | None = None) -> None:
     """A spawned worker: ``python -c '...main()' FD_IN FD_OUT PRELOAD``. It imports the
     modules named in ``PRELOAD`` (comma-separated) and waits. The first frame it reads is
@@ -413,7 +459,7 @@ def main(argv: list[str] | None = None) -> None:
                                "why": f"{type(exc).__name__}: {exc}"[:500]}
         _wire.write_frame(fd_out, json.dumps(ready).encode())
         if fn is not None:
-            serve(fd_in, fd_out, fn, setup=False)
+            guarded(fd_in, fd_out, fn, setup=False)
     finally:
         os._exit(0)
 
