@@ -118,7 +118,7 @@ register(Exercise(
                 "tokens (chunked prefill) none of them may see the tokens after it.",
                 fn=lambda L, S: np.ones((L, S), dtype=bool),
                 fix="Allow key j for query i only when j <= i + S - L."),
-        _library_mistake("calls_library", "causal_mask(..., align='lower_right')",
+        _library_mistake("calls_library", "al.causal_mask(align='lower_right')",
                          N_("Build it from np.arange(L)[:, None] and np.arange(S)[None, :] instead."),
                          fn=lambda L, S: _al().causal_mask(L, S, align="lower_right"),
                          calls=("attnlib.masks:causal_mask(align='lower_right')",)),
