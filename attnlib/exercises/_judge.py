@@ -487,7 +487,8 @@ def _torch_style(exc: _wire.Raised) -> str:
     m = re.search(r"'numpy\.ndarray' object has no attribute '(\w+)'", text)
     if m and m.group(1) in _TORCH_ONLY_ATTRS:
         return m.group(1)
-    m = re.search(r"(?:unexpected|invalid) keyword argument '(\w+)'", text)
+    m = (re.search(r"(?:unexpected|invalid) keyword argument '(\w+)'", text)
+         or re.search(r"'(\w+)' is an invalid keyword argument", text))
     if m and m.group(1) in _TORCH_KEYWORDS and ("type" in exc.kinds or exc.type_name == "TypeError"):
         return f"{m.group(1)}="
     return ""

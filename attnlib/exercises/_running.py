@@ -164,24 +164,24 @@ def kill_tree(pid: int) -> list[int]:
     process's until it is killed (no pid can be reused under our hands)."""
     if pid <= 1 or pid == os.getpid():
         return []
-    _signal(pid, signal.SIGSTOP)
+    _stop(pid)
     killed: list[int] = []
     for _ in range(100):
         stopped, frontier = [], [pid]
         while frontier:  # stop every descendant, parents before their children
             p = frontier.pop()
-            live, dead = _children_by_state(p)
+            live, dead = _children_by_state(p)  # (p is stopped: its children are all there)
             killed += [k for k in dead if k not in killed]  # zombies: only to be reaped
             for k in live:
-                _signal(k, signal.SIGSTOP)
-                stopped.append(k)
+                if k not in killed:
+                    _stop(k)
+                    stopped.append(k)
                 frontier.append(k)
         if not stopped:
             break
         for k in stopped:
             _signal(k, signal.SIGKILL)
-        killed += [k for k in stopped if k not in killed]
-        time.sleep(0.002)  # (their orphans, if any, are reparented to the stopped guard)
+        killed += stopped
     if os.path.isdir("/proc"):
         _signal(pid, signal.SIGKILL)
     else:  # no /proc: the worker's process group, then the worker
@@ -219,24 +219,28 @@ def end_tree(pid: int) -> int | None:
         status = None
         with contextlib.suppress(ChildProcessError, OSError):
             _, status = os.waitpid(pid, 0)
-        deadline = time.perf_counter() + 0.2
-        for k in killed:
-            while True:
-                try:
-                    if os.waitpid(k, os.WNOHANG)[0]:
-                        break
-                except ChildProcessError:
-                    if was != 0:  # not ours to reap (init's)
-                        break
-                except OSError:
-                    break
-                if time.perf_counter() > deadline:
-                    break
-                time.sleep(0.001)
+        # ``pid`` is gone: what it had not reaped is ours now (we are a subreaper), or was
+        # reaped before it was stopped; each killed process dies at once
+        if was == 0:
+            for k in killed:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(k, 0)
         return status
     finally:
         if was == 0:
             _prctl(_PR_SET_CHILD_SUBREAPER, 0)
+
+
+def _stop(pid: int) -> None:
+    """Send SIGSTOP and wait (briefly) until ``pid`` is stopped: only then are its children
+    all known (a signal is delivered asynchronously; a fork can still complete meanwhile)."""
+    _signal(pid, signal.SIGSTOP)
+    deadline = time.perf_counter() + 0.5
+    while time.perf_counter() < deadline:
+        st = _stat(pid)
+        if st is None or st[0] in ("T", "t", "Z", "X"):
+            return
+        os.sched_yield()
 
 
 def _children_by_state(pid: int) -> tuple[list[int], list[int]]:
@@ -313,7 +317,7 @@ class Worker:
         os.close(req_r)
         os.close(rep_w)
         self._connect(pid, req_w, rep_r)
-        return self._started()
+        return None  # (the worker's "started" frame comes before its first reply: see _wait)
 
     def _started(self) -> _wire.Outcome | None:
         """Wait for the guard's "started" frame: from then on ``pid`` is the worker's."""
@@ -402,12 +406,12 @@ class Worker:
                 _wire.write_frame(self._out, text.encode("utf-8"))
             except OSError:
                 return self._ended(time.perf_counter() - t0)
-            return self._wait(request_id, limit, cpu_limit, cpu0=cpu0)
+            return self._wait(request_id, limit, cpu_limit, cpu0=cpu0, pid0=self.pid)
         except KeyboardInterrupt:  # the learner pressed "interrupt": stop the worker too
             self.close()
             raise
 
-    def _wait(self, request_id, limit, cpu_limit, *, cpu0=None, ready=False):
+    def _wait(self, request_id, limit, cpu_limit, *, cpu0=None, pid0=None, ready=False):
         t0 = time.perf_counter()
         deadline = t0 + max(limit, 0.0)
         step = 0.02 if cpu_limit is not None else None
@@ -417,7 +421,7 @@ class Worker:
                 self.close()
                 return _wire.Outcome.failure("timeout", seconds=time.perf_counter() - t0)
             r, _, _ = select.select([self._in], [], [], min(left, step) if step else left)
-            if cpu_limit is not None and cpu0 is not None:
+            if cpu_limit is not None and cpu0 is not None and self.pid == pid0:
                 used = process_cpu(self.pid)
                 if used is not None and used - cpu0 > cpu_limit:
                     self.close()
@@ -433,8 +437,12 @@ class Worker:
                 if ready:
                     return frame, None
                 if _answers(frame, request_id, self.pid):
-                    used = process_cpu(self.pid)
+                    used = process_cpu(self.pid) if self.pid == pid0 else None
                     return frame, (None if used is None or cpu0 is None else used - cpu0)
+                if frame.startswith(b'{"attnlib": "started"') and self.pid == self.guard:
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        self.pid = self.last_pid = int(json.loads(frame)["worker"])
+                    continue
                 if frame.startswith(b'{"attnlib": "ended"'):  # the guard: the worker has ended
                     with contextlib.suppress(ValueError, KeyError, TypeError):
                         self.ended = int(json.loads(frame)["status"])
