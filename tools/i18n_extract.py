@@ -8,8 +8,8 @@ them into ``attnlib/locales/zh_CN/LC_MESSAGES/`` (see the README, "Translating")
 What is collected (by reading the code, nothing is executed):
 
 - in ``attnlib/``: the argument of every ``_("...")`` / ``tr("...")`` call, and the
-  learner-facing fields of the exercise catalogues: ``Mistake(key, title, message)``,
-  ``Case(label=...)``, ``Exercise(prompt=..., hint=...)``;
+  learner-facing fields of the exercise catalogues: ``Mistake(key, title, message, fix=...)``,
+  ``Case(label=...)``, ``Exercise(prompt=..., hint=..., hints=(...))``;
 - in ``chapters/*.ipynb`` (code cells): quiz questions, choices and feedback
   (``al.quiz.question``), figure text (``set_title``, ``suptitle``, ``set_xlabel``,
   ``set_ylabel``, ``text``, ``annotate`` and the keywords ``title=``, ``label=``,
@@ -151,11 +151,15 @@ def from_python(tree: ast.AST, *, package: bool, lines: list[str] = (),
             if name == "Mistake":
                 for i, key in ((1, "title"), (2, "message")):
                     add(node.args[i]) if len(node.args) > i else (add(kw[key]) if key in kw else None)
+                if "fix" in kw:  # level 2 of the hint ladder
+                    add(kw["fix"])
             elif name == "Case" and "label" in kw:
                 add(kw["label"])
             elif name == "Exercise":
                 if "prompt" in kw:
                     add(kw["prompt"])
+                for step in getattr(kw.get("hints"), "elts", []):  # the ladder after the idea
+                    add(step)
                 hint = template(kw["hint"]) if "hint" in kw else None
                 if hint is not None:
                     # what the checker shows of it: the sentences before any code
