@@ -275,7 +275,7 @@ def test_raising_the_recursion_limit_cannot_crash_the_kernel(toy, mode):
 
 
 def test_an_exception_whose_str_raises_is_the_learners_error_not_a_checker_bug(toy, mode):
-    toy()
+    toy(time_limit=10.0, total_time_limit=20.0)  # not about time: a loaded machine must not make it a time-out
 
     class Weird(Exception):
         def __str__(self):
