@@ -279,30 +279,45 @@ def train_seeds(make_model: Callable[[], torch.nn.Module], seeds, batch: Callabl
 
 class LivePlot:
     """Curves of :func:`train_seeds`'s evaluations that redraw while it trains (in Jupyter),
-    then stay as the cell's one figure (what the website shows). Every seed is one thin
-    line; the keys differ in colour. While training, the title says which step it is at.
+    then stay as the cell's one figure (what the website shows). Every seed is one thin line.
+    One LivePlot can follow several runs in turn (pass it to each :func:`train_seeds` call):
+    the runs already finished stay in the figure, each in its own colour. While a run trains,
+    the title says which step it is at.
 
     Args:
         keys: the evaluated quantities to draw.
-        labels: legend text per key. Default: the keys.
-        title: the axes' title once training is done (use it to state the finding).
+        labels: legend text per key of each run, in order: ``len(keys)`` labels per run
+            (run ``r``'s key ``k`` is ``labels[r * len(keys) + k]``). Default: the keys.
+        title: the axes' title once every run is done (use it to state the finding).
             Default: ``""``.
         every: redraw after this many evaluations. Default: ``5``.
         ylabel: Default: ``"loss (nats)"``.
         figsize: Default: ``(6, 3)``.
         hlines: ``{label: y}``: dashed reference lines (e.g. chance). Default: ``None``.
+        xmax: the last training step shown (longer runs are cut there). Default: ``None`` (all).
+        legend_loc: where the legend goes (matplotlib's ``loc``). Default: ``"best"``.
 
     Only figures are displayed (no text), so a re-run leaves the same text output.
     """
 
     def __init__(self, keys, labels=None, *, title: str = "", every: int = 5,
-                 ylabel: str = N_("loss (nats)"), figsize=(6, 3), hlines: dict | None = None):
+                 ylabel: str = N_("loss (nats)"), figsize=(6, 3), hlines: dict | None = None,
+                 xmax: int | None = None, legend_loc: str = "best"):
         self.keys, self.labels = list(keys), list(labels or keys)
         self.title, self.every, self.ylabel, self.figsize = title, every, ylabel, figsize
-        self.hlines = dict(hlines or {})
+        self.hlines, self.xmax, self.legend_loc = dict(hlines or {}), xmax, legend_loc
+        self._runs: list = []   # the runs drawn so far (finished ones, then the one training)
         self._handle, self._fig, self._n = None, None, 0
 
-    def _draw(self, run: SeedRun, title: str):
+    def add(self, run: SeedRun):
+        """Draw a run that finished before (e.g. trained in an earlier cell) with the next labels."""
+        self._runs.append(run)
+
+    def _label(self, r: int, k: int) -> str:
+        i = r * len(self.keys) + k
+        return self.labels[i] if i < len(self.labels) else self.keys[k]
+
+    def _draw(self, title: str):
         import matplotlib.pyplot as plt
 
         if self._fig is None:
@@ -310,30 +325,37 @@ class LivePlot:
             plt.close(self._fig)  # shown through display() only, never by the inline backend
         ax = self._ax
         ax.clear()
-        for c, (key, label) in enumerate(zip(self.keys, self.labels)):
-            steps, vals = run.eval_series(key)                             # (E,), (E, S)
-            for i in range(vals.shape[1]):
-                ax.plot(steps, vals[:, i], color=f"C{c}", lw=1, alpha=0.8, label=label if i == 0 else None)
+        for r, run in enumerate(self._runs):
+            for k, key in enumerate(self.keys):
+                steps, vals = run.eval_series(key)                         # (E,), (E, S)
+                keep = steps <= (self.xmax if self.xmax is not None else steps.max())
+                colour = f"C{(r * len(self.keys) + k) % 10}"
+                ax.plot(steps[keep], vals[keep], color=colour, lw=1, alpha=0.8)
+                ax.plot([], [], color=colour, label=self._label(r, k))    # one legend entry per curve set
         for k, (label, y) in enumerate(self.hlines.items()):
             ax.axhline(y, color="0.5", ls=("--", ":", "-.")[k % 3], lw=1, label=label)
         ax.set_xlabel(N_("training step"))
         ax.set_ylabel(self.ylabel)
         ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc=self.legend_loc)
         self._fig.tight_layout()
 
     def update(self, run: SeedRun, step: int, steps: int):
         """Redraw every ``every`` evaluations, titled with the progress."""
+        if not self._runs or self._runs[-1] is not run:
+            self._runs.append(run)
         self._n += 1
         if self._n % self.every == 0:
-            self._show(run, _("training {n} seeds: step {step} of {steps}").format(
+            self._show(_("training {n} seeds: step {step} of {steps}").format(
                 n=len(run.seeds), step=step, steps=steps))
 
     def close(self, run: SeedRun):
-        """Draw the final curves with the final title (in place of the live ones)."""
-        self._show(run, self.title)
+        """Draw the curves with the final title (in place of the live ones)."""
+        if not self._runs or self._runs[-1] is not run:
+            self._runs.append(run)
+        self._show(self.title)
 
-    def _show(self, run: SeedRun, title: str):
+    def _show(self, title: str):
         """Redraw and show the curves in the notebook; nothing in plain Python (tests)."""
         try:
             from IPython import get_ipython
@@ -342,7 +364,7 @@ class LivePlot:
             return
         if get_ipython() is None:
             return
-        self._draw(run, title)
+        self._draw(title)
         if self._handle is None:
             self._handle = display(self._fig, display_id=True)
         else:

@@ -237,3 +237,14 @@ def test_span_rounds_outward(values, step, want):
     assert T.span(values, step) == want
     with pytest.raises(ValueError, match="numbers"):
         T.span([1.0, float("nan")])
+
+
+def test_live_plot_follows_several_runs_with_their_labels():
+    live = T.LivePlot(["repeat"], ["first run", "second run"], xmax=10)
+    a = run(steps=10, live=live)
+    b = run(steps=12, live=live)
+    assert live._runs == [a, b] and live._label(1, 0) == "second run" and live._label(2, 0) == "repeat"
+    live._draw("done")  # what a notebook shows: both runs, cut at step 10
+    lines = [line for line in live._ax.get_lines() if len(line.get_xdata())]
+    assert len(lines) == 2 * 3 and max(max(line.get_xdata()) for line in lines) == 10
+    assert [t.get_text() for t in live._ax.get_legend().get_texts()] == ["first run", "second run"]
