@@ -15,7 +15,7 @@ SITE_TESTS := tests/browser tests/test_book.py tests/test_publish.py
 SEPARATE   := $(SITE_TESTS) tests/jupyterlab
 export PYTHONHASHSEED := 0
 
-.PHONY: help venv assets node chromium fonts gettext-tools book book-en book-zh gettext update-po publish dist test unit nbval book-check browser jupyterlab notebooks bench gpu-check freeze clean
+.PHONY: help venv assets node chromium fonts gettext-tools book book-en book-zh gettext update-po publish dist test unit nbval book-check browser jupyterlab notebooks bench gpu-check freeze clean assignments grading
 
 help:
 	@echo "make book       build the website: English in _build/html, Chinese in _build/html/zh"
@@ -26,6 +26,7 @@ help:
 	@echo "make jupyterlab the chapters in JupyterLab (headless Chromium, Run All on a temp copy) and the"
 	@echo "                portable markup on a sample book; screenshots in _build/screenshots/"
 	@echo "make notebooks  re-execute every chapter and store its outputs (after editing one)"
+	@echo "make assignments  the chapters as student notebooks (no solutions) in _build/assignments/{en,zh}"
 	@echo "make bench      run the benchmarks"
 	@echo "make publish    build the site and push it to the gh-pages branch (PUBLISH_REMOTE=origin)"
 	@echo "make dist       build attnlib's sdist and wheel into dist/"
@@ -115,7 +116,7 @@ book-check: venv assets fonts
 browser: venv chromium
 	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(SITE_TESTS)
 
-test: unit nbval book-check
+test: unit nbval book-check grading
 	@$(MAKE) --no-print-directory browser
 	@$(MAKE) --no-print-directory jupyterlab
 
@@ -127,6 +128,20 @@ jupyterlab: venv chromium assets
 
 notebooks: venv
 	$(BIN)/python tools/run_notebooks.py
+
+# Teaching (appendix/teaching.md): the chapters as student notebooks, without solutions
+# or answers, executed once; then `python -m attnlib.grade SUBMISSIONS/ --out REPORT/`
+assignments: venv
+	$(BIN)/python -m attnlib.assignments --lang en --out _build/assignments/en
+	$(BIN)/python -m attnlib.assignments --lang zh --out _build/assignments/zh
+
+# The teacher's tools end to end: student notebooks (no solution text survives), and a
+# synthetic class (honest and hostile notebooks) graded in sandboxes, its report opened in
+# headless Chromium offline (tests/test_assignments.py, tests/test_grade.py; ~3 min on 2 cores)
+GRADING_TESTS := tests/test_assignments.py tests/test_grade.py
+SEPARATE += $(GRADING_TESTS)
+grading: venv chromium fonts
+	ATTNLIB_REQUIRE_SANDBOX=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(GRADING_TESTS)
 
 bench: venv
 	$(BIN)/python -m benchmarks

@@ -1,4 +1,4 @@
-"""Rotary position embedding (RoPE, Su et al., 2021), in the half-split convention.
+"""Rotary position embedding (RoPE, Su et al., 2024), in the half-split convention.
 
 RoPE encodes a token's position ``m`` by *rotating* its query and key vectors, not by
 adding a position vector to the token. The ``d`` features form ``d/2`` pairs; pair ``i``

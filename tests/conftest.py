@@ -3,10 +3,16 @@
 The outside reference for attention is PyTorch's own ``F.scaled_dot_product_attention``
 (and ``torch.softmax`` for the weights), run in float64 on the CPU.
 """
+import os
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+
+# The course's own tests check its references and catalogued mistakes through the checker,
+# which refuses them as the answer key otherwise (tests of that refusal unset this).
+os.environ.setdefault("ATTNLIB_CHECK_ALLOW_ANSWER_KEY", "1")
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -48,8 +48,9 @@ def repeat_loss_torch(logits, seq, period):
     return loss[:, period - 1:].mean().item()
 
 
+# (attnlib.train.prev_token_score is the library's own answer: refused, issue 20;
+# tests/test_exercises_contract.py::test_a_borrowed_answer_is_refused_whatever_name_reaches_it)
 @pytest.mark.parametrize("name,fn", [("prev_token_score", prev_loop), ("prev_token_score", prev_torch),
-                                     ("prev_token_score", T.prev_token_score),
                                      ("induction_score", induction_diagonal), ("induction_score", induction_loop),
                                      ("repeat_loss", repeat_loss_torch)])
 def test_equivalent_correct_answers_pass(name, fn):

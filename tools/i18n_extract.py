@@ -19,7 +19,8 @@ What is collected (by reading the code, nothing is executed):
 An f-string becomes a template whose fields are named after their expressions:
 ``f"head {i}: {names[i]}"`` -> ``"head {i}: {names_i}"`` (flag ``python-brace-format``);
 :func:`attnlib.i18n.tr` matches shown text against it. One catalogue per source:
-``attnlib.pot`` (the package), ``exercises/ch02_qkv.pot``, ``chapters/02_qkv.pot``.
+``attnlib.pot`` (the package), ``exercises/ch02_qkv.pot``, ``chapters/02_qkv.pot``, and
+``grading.pot`` (the assignments, the grader and its report, a learner's progress).
 """
 from __future__ import annotations
 
@@ -249,6 +250,8 @@ def collect() -> dict[str, dict[str, tuple[bool, list[str]]]]:
         rel = path.relative_to(ROOT).as_posix()
         m = re.fullmatch(r"attnlib/exercises/(ch\d\d_\w+)\.py", rel)
         domain = f"exercises/{m.group(1)}" if m else "attnlib"
+        if re.fullmatch(r"attnlib/(?:grade|assignments|progress)\.py|attnlib/grading/\w+\.py", rel):
+            domain = "grading"  # the teacher's tools and the learner's progress: grading.pot
         text = path.read_text(encoding="utf-8")
         for t, line in from_python(ast.parse(text), package=True, lines=text.splitlines(),
                                    case_builders=bool(m)):

@@ -10,8 +10,6 @@ simply calls those library functions is told to write the idea itself.
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 from ._core import Case, Exercise, Mistake, register
@@ -20,51 +18,13 @@ from ..i18n import N_
 __all__ = []  # exercises register themselves; nothing to import from here
 
 
-@contextlib.contextmanager
-def _watch(module_name: str, attr: str, calls: list):
-    """Record calls of ``attnlib.<attr>`` and ``attnlib.<module_name>.<attr>`` meanwhile."""
-    import importlib
-
-    import attnlib
-
-    mod = importlib.import_module(f"attnlib.{module_name}")
-    original = getattr(mod, attr)
-
-    def spy(*args, **kwargs):
-        calls.append(kwargs)
-        return original(*args, **kwargs)
-
-    targets = [mod, attnlib]
-    saved = [getattr(t, attr) for t in targets]
-    try:
-        for t in targets:
-            setattr(t, attr, spy)
-        yield
-    finally:
-        for t, s in zip(targets, saved):
-            setattr(t, attr, s)
-
-
-def _library_check(module_name: str, attr: str, case: Case, key: str, counts=lambda kwargs: True):
-    """An ``extra_check`` that names mistake ``key`` when the answer calls attnlib's own
-    ``attr`` on ``case`` (with keyword arguments for which ``counts`` is true)."""
-    def extra(fn):
-        calls: list = []
-        with _watch(module_name, attr, calls):
-            try:
-                fn(*case.args, **case.kwargs)
-            except Exception:  # noqa: BLE001 - the value checks already passed; ignore here
-                return None
-        return key if any(counts(kw) for kw in calls) else None
-    return extra
-
-
-def _library_mistake(key, what, fix, fn):
-    """The custom mistake of calling the library; ``fn`` is such an answer."""
+def _library_mistake(key, what, fix, fn, calls):
+    """The mistake of calling the library (recognised by the checker's watch of ``calls``,
+    whatever name reached them); ``fn`` is such an answer."""
     return Mistake(key, f"It calls attnlib's own {what}",
                    f"Your function returns the right values by calling attnlib's {what}, which is the "
                    f"answer this exercise asks you to write. {fix}",
-                   fn=fn, kind="custom")
+                   fn=fn, kind="borrowed", calls=calls)
 
 
 def _al():
@@ -137,14 +97,14 @@ register(Exercise(
                 fn=lambda L, S: np.ones((L, S), dtype=bool)),
         _library_mistake("calls_library", "causal_mask(..., align='lower_right')",
                          N_("Build it from np.arange(L)[:, None] and np.arange(S)[None, :] instead."),
-                         fn=lambda L, S: _al().causal_mask(L, S, align="lower_right")),
+                         fn=lambda L, S: _al().causal_mask(L, S, align="lower_right"),
+                         calls=("attnlib.masks:causal_mask(align='lower_right')",)),
     ],
     hint="Write the condition for query i and key j first: at which of the S positions does "
          "query i sit when the L queries are the last L? Then evaluate it for all pairs (i, j) at "
          "once.",
     output_kind="bool",
-    extra_check=_library_check("masks", "causal_mask", Case(args=(3, 5)), "calls_library",
-                               counts=lambda kw: kw.get("align") == "lower_right"),
+    borrowed=("torch.nn.attention.bias:*",),  # causal_lower_right(L, S)._materialize()
 ))
 
 
