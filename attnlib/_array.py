@@ -80,8 +80,25 @@ _NAMESPACES: dict = {}
 
 def can_overwrite(x) -> bool:
     """True when ``x`` (a fresh intermediate) may be updated in place: always for NumPy,
-    for torch only when autograd does not track it (its backward may need the old values)."""
-    return isinstance(x, np.ndarray) or (is_torch(x) and not x.requires_grad)
+    for torch only when autograd does not track it (its backward may need the old values).
+    Never inside a ``torch.func`` transform, whose wrapped tensors do not show whether
+    autograd tracks what they wrap (see :func:`in_vmap`)."""
+    return isinstance(x, np.ndarray) or (is_torch(x) and not x.requires_grad and not _functorch_wrapped(x))
+
+
+def _functorch_wrapped(x) -> bool:
+    import torch
+
+    return torch._C._functorch.is_functorch_wrapped_tensor(x)
+
+
+def in_vmap(x) -> bool:
+    """True when the torch tensor ``x`` is a slice of a ``torch.func.vmap`` batch (a functorch
+    BatchedTensor): no Python number can be read from its values there (``float(x.sum())``
+    raises), so checks that need one are left to the caller, outside vmap."""
+    import torch
+
+    return torch._C._functorch.is_batchedtensor(x)
 
 
 def exp_(xp, x):

@@ -41,7 +41,7 @@ import math
 from array_api_compat import device as _device
 
 from ._array import (all_finite, broadcast_batch, can_overwrite, check_finite, check_flag, check_float,
-                     check_mask, check_scale, compute_dtype, exp_, fmt_shape, is_torch, namespace)
+                     check_mask, check_scale, compute_dtype, exp_, fmt_shape, in_vmap, is_torch, namespace)
 from .masks import causal_mask
 
 __all__ = ["scaled_dot_product_attention"]
@@ -95,6 +95,12 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, *, is_causal=False, sc
 
         >>> out = al.scaled_dot_product_attention(q, k, v, is_causal=True)  # (N..., L, Ev)
     """
+    if is_torch(q) and in_vmap(q):  # torch.func.vmap (seeds trained together, chapter 7): the
+        # plain path (the fused CPU kernels have no vmap batching rule), without the checks
+        # that need a Python number from the values (see _ensure_finite)
+        xp, batch, L, S = _check_args(q, k, v, attn_mask, is_causal)
+        return _attention(xp, q, k, v, attn_mask, bool(is_causal), check_scale(scale, q.shape[-1]),
+                          return_weights)
     if not return_weights and is_torch(q) and type(q) is type(k) is type(v) is type(
             q if attn_mask is None else attn_mask):
         out = (_try_fast(q, k, v, is_causal, scale) if attn_mask is None else  # the hot paths: a few
@@ -151,8 +157,10 @@ def _hidden(q, k, v, bool_mask, is_causal):
 
 def _ensure_finite(xp, checks, q, k, v, attn_mask):
     """Raise a ValueError unless every array in ``checks`` (an output and :func:`_hidden`)
-    is finite: naming the non-finite input, or saying the scores overflowed."""
-    if all_finite(xp, *checks):
+    is finite: naming the non-finite input, or saying the scores overflowed. Skipped inside
+    ``torch.func.vmap`` (see :func:`attnlib._array.in_vmap`), where the caller checks the
+    result (:func:`attnlib.train.train_seeds` checks each seed's loss)."""
+    if is_torch(q) and in_vmap(q) or all_finite(xp, *checks):
         return
     check_finite(xp, q=q, k=k, v=v, attn_mask=attn_mask)
     raise ValueError(f"the attention scores overflowed {q.dtype} (q·k·scale reached inf) although "
