@@ -373,6 +373,21 @@ def test_each_exercise_has_a_stub_and_a_hidden_solution_under_its_own_name(path)
     assert names, f"{path.name}: no exercise stubs found"
 
 
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_stub_cells_show_the_registered_stub(path):
+    """What the learner reads in the notebook is the stub the checker, the grader's student
+    notebooks and the misconceptions page know: ``Exercise.stub`` followed by the check line."""
+    for c in _code(path):
+        src = _src(c)
+        m = re.search(r'al\.exercises\.check\(\s*["\'](\w+)["\']\s*,\s*(\w+)\s*\)', src)
+        if not m or "check_solution" in src or m.group(1) not in al.exercises.EXERCISES:
+            continue
+        want = al.exercises.EXERCISES[m.group(1)].stub.strip()
+        assert src[:m.start()].strip() == want, (
+            f"{path.name}: the stub cell of {m.group(1)!r} differs from the registered stub in "
+            f"attnlib/exercises/ (change the stub there, then copy it here, followed by the check line)")
+
+
 def test_every_registered_exercise_is_used_in_its_chapter():
     used = {}
     for path in CHAPTERS:
