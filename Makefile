@@ -1,4 +1,5 @@
-# The course's two commands are `make book` and `make test` (see README.md).
+# The course's two commands are `make book` and `make test` (see README.md); `make check`
+# is the quick one while you work (under 2 minutes).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -13,19 +14,30 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || command -v sudo)
 SITE_TESTS := tests/browser tests/test_book.py tests/test_publish.py
 # suites with their own target (and their own conftest.py), left out of `make unit`
 SEPARATE   := $(SITE_TESTS) tests/jupyterlab
+# pytest-xdist workers of the unit and browser tests
+JOBS       ?= 2
+# what `make check` leaves to `make test` (markers: pyproject.toml)
+QUICK      := not slow and not system
+NBVAL      := --nbval --nbval-current-env --nbval-cell-timeout=300
 export PYTHONHASHSEED := 0
 
-.PHONY: help venv assets node chromium fonts gettext-tools book book-en book-zh gettext update-po publish dist test unit nbval book-check browser jupyterlab notebooks bench gpu-check freeze clean
+.PHONY: help venv assets node chromium fonts gettext-tools debs book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt site-en site-zh book-check browser jupyterlab notebooks bench gpu-check freeze clean assignments grading
 
 help:
 	@echo "make book       build the website: English in _build/html, Chinese in _build/html/zh"
 	@echo "                (executes every notebook, once per edition)"
-	@echo "make test       unit/property/exercise tests, strict nbval on every chapter, the book build,"
-	@echo "                then the site in headless Chromium with the network cut (make browser)"
-	@echo "make browser    only the site checks (links, offline browser tests) on the last build"
-	@echo "make jupyterlab the chapters in JupyterLab (headless Chromium, Run All on a temp copy) and the"
-	@echo "                portable markup on a sample book; screenshots in _build/screenshots/"
+	@echo "make check      the quick tests while you work (under 2 minutes): unit, exercise contract,"
+	@echo "                the notebooks' static checks; no build, no browser, no Debian package"
+	@echo "make test       every test (what CI runs): the suites below, in parallel, from a clean build;"
+	@echo "                each suite's log in _build/test-logs/, then a summary"
+	@echo "  make unit       unit, property and exercise tests (with the slow and system ones)"
+	@echo "  make nbval      strict nbval on every chapter; make nbval-alt: again in a second"
+	@echo "                  numerical environment (tools/numerics.py)"
+	@echo "  make browser    the site checks (links, offline browser tests) on the last build"
+	@echo "  make jupyterlab the chapters in JupyterLab (headless Chromium, Run All on a temp copy) and the"
+	@echo "                  portable markup on a sample book; screenshots in _build/screenshots/"
 	@echo "make notebooks  re-execute every chapter and store its outputs (after editing one)"
+	@echo "make assignments  the chapters as student notebooks (no solutions) in _build/assignments/{en,zh}"
 	@echo "make bench      run the benchmarks"
 	@echo "make publish    build the site and push it to the gh-pages branch (PUBLISH_REMOTE=origin)"
 	@echo "make dist       build attnlib's sdist and wheel into dist/"
@@ -41,9 +53,28 @@ $(STAMP): requirements.txt pyproject.toml
 
 venv: $(STAMP)
 
-# npm comes from Debian when the machine has none
+# ---- Debian packages (apt-get; only those missing, in one apt-get run) ------------------
+# npm (for the site's assets), Chromium (Playwright drives it; no browser download), a
+# CJK font (the Chinese edition's figures are drawn with it at build time, and the
+# browser tests render Chinese with it; the pages use the reader's fonts), msgfmt
+# (Debian's gettext: the catalogue tests)
+NEED_NPM      = $(shell command -v npm >/dev/null || echo nodejs npm)
+NEED_CHROMIUM = $(if $(wildcard $(CHROMIUM)),,chromium)
+NEED_FONTS    = $(shell dpkg -s fonts-wqy-microhei >/dev/null 2>&1 || dpkg -s fonts-noto-cjk >/dev/null 2>&1 || echo fonts-wqy-microhei)
+NEED_GETTEXT  = $(shell command -v msgfmt >/dev/null || echo gettext)
+apt_install   = $(if $(strip $(1)),$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q $(strip $(1)),@:)
+
 node:
-	@command -v npm >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q nodejs npm; }
+	$(call apt_install,$(NEED_NPM))
+chromium: fonts
+	$(call apt_install,$(NEED_CHROMIUM))
+fonts:
+	$(call apt_install,$(NEED_FONTS))
+gettext-tools:
+	$(call apt_install,$(NEED_GETTEXT))
+# all of them at once (make test)
+debs:
+	$(call apt_install,$(NEED_NPM) $(NEED_CHROMIUM) $(NEED_FONTS) $(NEED_GETTEXT))
 
 $(ASSETS): package.json package-lock.json tools/vendor_assets.py
 	@$(MAKE) --no-print-directory node
@@ -52,21 +83,7 @@ $(ASSETS): package.json package-lock.json tools/vendor_assets.py
 
 assets: $(ASSETS)
 
-# Debian's Chromium for the browser tests (Playwright drives it; no browser download),
-# and a CJK font for the Chinese pages
-chromium: fonts
-	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
-
-# A CJK font: the Chinese edition's figures are drawn with it at build time (the pages
-# themselves use the reader's fonts), and the browser tests render Chinese with it
-fonts:
-	@dpkg -s fonts-wqy-microhei >/dev/null 2>&1 || dpkg -s fonts-noto-cjk >/dev/null 2>&1 || \
-	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q fonts-wqy-microhei; }
-
-# msgfmt (Debian's gettext) checks the catalogues in the tests
-gettext-tools:
-	@command -v msgfmt >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q gettext; }
-
+# ---- the book ----------------------------------------------------------------------------
 # Both editions: English at _build/html, then the same book in Chinese at _build/html/zh
 # (tools/editions.py: language zh_CN, notebooks executed with ATTNLIB_LANG=zh)
 book: book-en book-zh
@@ -81,6 +98,23 @@ book-en: venv assets
 book-zh: venv assets fonts
 	$(BIN)/python tools/editions.py zh -- -W -n --keep-going
 
+# The site as `make test` builds it, each edition from scratch (an incremental build would
+# leave the warnings of unchanged pages unreported): the English edition renders the
+# notebooks' stored outputs and widget state without executing them, which is sound because
+# strict nbval (make nbval, in the same `make test`) proves that a fresh run reproduces
+# them; the Chinese edition executes its notebooks (their outputs are translated).
+site-en: venv assets
+	@mkdir -p _build/html
+	find _build/html -mindepth 1 -maxdepth 1 ! -name zh -exec rm -rf {} +
+	rm -rf _build/.doctrees _build/jupyter_execute
+	$(BIN)/python tools/editions.py en-stored -- -W -n --keep-going
+
+site-zh: venv assets fonts
+	rm -rf _build/zh-build _build/html/zh
+	$(BIN)/python tools/editions.py zh -- -W -n --keep-going
+
+book-check: site-en site-zh
+
 # Translating (README): `make gettext` writes the English messages of the book (Sphinx's
 # gettext builder) and of attnlib (tools/i18n_extract.py) to _build/gettext/; `make
 # update-po` merges them into locales/zh_CN and attnlib/locales/zh_CN (sphinx-intl):
@@ -93,40 +127,90 @@ update-po: gettext
 
 # The website goes to the gh-pages branch of PUBLISH_REMOTE (a remote name, URL or path),
 # with .nojekyll; the source repository's own branches are not touched (tools/publish.py).
+# publish-site pushes the site already in _build/html (tests/test_publish.py pushes the
+# site that `make test` built and tested).
 PUBLISH_REMOTE ?= origin
 publish: book
+	@$(MAKE) --no-print-directory publish-site
+
+publish-site: venv
 	$(BIN)/python tools/publish.py --remote $(PUBLISH_REMOTE)
 
 dist: venv
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
 
+# ---- tests -------------------------------------------------------------------------------
+# The quick loop: no Debian package, no book build, no pip or build subprocess, no browser
+# (tests marked slow or system run in `make unit` and `make test`)
+check: venv
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "$(QUICK)" tests $(SEPARATE:%=--ignore=%)
+
 unit: venv gettext-tools fonts
-	$(BIN)/python -m pytest -q tests $(SEPARATE:%=--ignore=%)
+	$(BIN)/python -m pytest -q -n $(JOBS) tests $(SEPARATE:%=--ignore=%)
 
+# strict nbval: every chapter executed on a fresh kernel, every output compared with the
+# stored one; one chapter at a time, each with the machine's threads
 nbval: venv
-	$(BIN)/python -m pytest -q --nbval --nbval-current-env --nbval-cell-timeout=300 chapters
+	$(BIN)/python -m pytest -q $(NBVAL) chapters
 
-book-check: venv assets fonts
-	rm -rf _build/html _build/.doctrees _build/zh-build
-	$(BIN)/jupyter-book build . -W -n --keep-going
-	$(BIN)/python tools/editions.py zh -- -W -n --keep-going
+# the same in a second numerical environment on this machine: torch's portable kernels,
+# NumPy without its SIMD families, one thread (tools/numerics.py); both must pass. With one
+# thread per kernel, JOBS chapters run at once (each notebook's cells on one worker, in order)
+nbval-alt: venv
+	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) chapters
 
 browser: venv chromium
-	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(SITE_TESTS)
-
-test: unit nbval book-check
-	@$(MAKE) --no-print-directory browser
-	@$(MAKE) --no-print-directory jupyterlab
+	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(JOBS) $(SITE_TESTS)
 
 # Each chapter as a learner opens it: JupyterLab on 127.0.0.1 with a temporary copy of the
 # chapters, driven by Playwright in headless Chromium; and CONTRIBUTING.md's markup on a
 # small book with the site's configuration (tests/jupyterlab/, a few minutes on 2 cores)
 jupyterlab: venv chromium assets
-	ATTNLIB_JUPYTERLAB=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/jupyterlab
+	ATTNLIB_JUPYTERLAB=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile tests/jupyterlab
 
+# ---- make test ---------------------------------------------------------------------------
+# The suites of `make test`, each a target of this file. After the installs (Debian
+# packages, then .venv and the site's assets), they run in parallel, TEST_JOBS at a time,
+# in this order as far as their prerequisites allow; each one's output goes to
+# _build/test-logs/<suite>.log and is printed in one piece when the suite ends, then
+# tools/suites.py prints a summary naming the failed ones (and fails if one did).
+# To add a suite: write its target, then add its name here (and if its tests live under
+# tests/, add them to SEPARATE so that `make unit` does not run them too).
+SUITES := site-zh site-en browser nbval nbval-alt unit jupyterlab
+# a suite that needs another's result waits for it (the site tests need both editions)
+suite-browser: suite-site-en suite-site-zh
+TEST_JOBS ?= 3
+LOGS      := _build/test-logs
+
+test:
+	@rm -rf $(LOGS) && mkdir -p $(LOGS)
+	@$(MAKE) --no-print-directory debs
+	@$(MAKE) --no-print-directory -j2 venv assets
+	@$(MAKE) --no-print-directory -k -j$(TEST_JOBS) $(SUITES:%=suite-%); \
+	  $(BIN)/python tools/suites.py summary $(LOGS) $(SUITES)
+
+suite-%:
+	@$(BIN)/python tools/suites.py run $(LOGS) $* $(MAKE) --no-print-directory $*
+
+# ---- more -------------------------------------------------------------------------------
 notebooks: venv
 	$(BIN)/python tools/run_notebooks.py
+
+# Teaching (appendix/teaching.md): the chapters as student notebooks, without solutions
+# or answers, executed once; then `python -m attnlib.grade SUBMISSIONS/ --out REPORT/`
+assignments: venv
+	$(BIN)/python -m attnlib.assignments --lang en --out _build/assignments/en
+	$(BIN)/python -m attnlib.assignments --lang zh --out _build/assignments/zh
+
+# The teacher's tools end to end: student notebooks (no solution text survives), and a
+# synthetic class (honest and hostile notebooks) graded in sandboxes, its report opened in
+# headless Chromium offline (tests/test_assignments.py, tests/test_grade.py; ~3 min on 2 cores)
+GRADING_TESTS := tests/test_assignments.py tests/test_grade.py
+SEPARATE += $(GRADING_TESTS)
+SUITES += grading
+grading: venv chromium fonts
+	ATTNLIB_REQUIRE_SANDBOX=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(GRADING_TESTS)
 
 bench: venv
 	$(BIN)/python -m benchmarks
@@ -134,7 +218,7 @@ bench: venv
 gpu-check: venv
 	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'make gpu-check needs a CUDA GPU, and torch.cuda.is_available() is False here (a CPU-only torch or no GPU); make test covers the CPU')"
 	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q tests $(SEPARATE:%=--ignore=%)
-	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q --nbval --nbval-current-env chapters
+	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q $(NBVAL) chapters
 	$(BIN)/python -m benchmarks
 
 freeze: venv

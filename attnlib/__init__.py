@@ -44,5 +44,12 @@ __all__ = [
     "linear_attention", "elu_feature_map",
     "ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds",
     "random_feature_attention", "performer_feature_map", "random_projection", "shard_parts",
-    "exercises", "quiz", "widgets", "plots", "set_language", "get_language", "tr",
+    "exercises", "quiz", "widgets", "plots", "assignments", "set_language", "get_language", "tr",
 ]
+
+
+def __getattr__(name):  # ``al.assignments`` (the answer cells of an assignment), imported when first used
+    if name == "assignments":
+        import importlib
+        return importlib.import_module(".assignments", __name__)
+    raise AttributeError(f"module 'attnlib' has no attribute {name!r}")

@@ -16,7 +16,7 @@ import numpy as np
 __all__ = [
     "namespace", "library", "is_torch", "check_float", "is_low_precision", "compute_dtype",
     "broadcast_batch", "check_mask", "check_scale", "check_size", "check_positive_int", "check_flag",
-    "fmt_shape", "all_finite", "check_finite", "check_token_ids",
+    "fmt_shape", "in_vmap", "all_finite", "check_finite", "check_token_ids",
 ]
 
 
@@ -76,6 +76,15 @@ def namespace(**arrays):
 
 
 _NAMESPACES: dict = {}
+
+
+def in_vmap(x) -> bool:
+    """True when the torch tensor ``x`` is a slice of a ``torch.func.vmap`` batch (a functorch
+    BatchedTensor): no Python number can be read from its values there (``float(x.sum())``
+    raises), so checks that need one are left to the caller, outside vmap."""
+    import torch
+
+    return torch._C._functorch.is_batchedtensor(x)
 
 
 def fmt_shape(shape) -> str:
@@ -309,12 +318,9 @@ def check_token_ids(name: str, ids, vocab_size=None, *, min_length: int = 0) -> 
                          f"pass at least {min_length} token id(s) per sequence (e.g. a start token)")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == _torch().bool:
         raise TypeError(f"{name} has dtype {ids.dtype}; token ids must be integers: pass {name}.long()")
-    if vocab_size is None or ids.numel() == 0:
+    if vocab_size is None or ids.numel() == 0 or in_vmap(ids):  # (vmap: no value can be read back)
         return
-    try:
-        lo, hi = (int(x) for x in ids.aminmax())
-    except RuntimeError:  # inside torch.func.vmap: a value cannot be read back
-        return
+    lo, hi = (int(x) for x in ids.aminmax())
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
         where = tuple((ids == bad).nonzero()[0].tolist())

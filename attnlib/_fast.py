@@ -8,7 +8,8 @@ rest, in two parts.
 FlashAttention, memory-efficient, cuDNN or C++ math kernels, which never store the ``(L, S)``
 weights. It is used when
 
-* q, k, v (and the mask) are torch tensors and the weights are not requested,
+* q, k, v (and the mask) are torch tensors and the weights are not requested, outside
+  ``torch.func.vmap`` (the fused CPU kernels have no vmap batching rule),
 * this torch has the kernel with a ``scale`` argument (torch >= 2.1; :func:`fused_sdpa`,
   the one feature test), and
 * there is at least one key (with ``S = 0`` torch gets the batch dims wrong).
@@ -48,7 +49,7 @@ import functools
 
 import numpy as np
 
-from ._array import all_finite, check_finite, check_scale, compute_dtype, is_torch
+from ._array import all_finite, check_finite, check_scale, compute_dtype, in_vmap, is_torch
 from ._shared import check_attention_args, hidden_inputs
 
 __all__ = ["fused_attention", "fused_sdpa", "kernel_verified", "can_overwrite", "exp_shifted", "divide"]
@@ -76,8 +77,8 @@ def fused_attention(q, k, v, attn_mask, is_causal, scale):
     """Attention by the fused kernel, ``(N..., L, Ev)``, or None where the plain path must
     compute it. Bad input raises attnlib's errors (the checks of
     :func:`attnlib._shared.check_attention_args`), as on the plain path."""
-    if not is_torch(q):
-        return None
+    if not is_torch(q) or in_vmap(q):  # (torch.func.vmap, seeds trained together in chapter 7:
+        return None  # the fused CPU kernels have no vmap batching rule)
     out = _unchecked(q, k, v, attn_mask, is_causal, scale)  # the hot path: a few us on top of torch
     if out is not None:
         return out
@@ -221,8 +222,16 @@ def _torch_bool():
 # ---- 2. memory tricks of the plain path ---------------------------------------------------
 def can_overwrite(x) -> bool:
     """True when ``x`` (a fresh intermediate) may be updated in place: always for NumPy,
-    for torch only when autograd does not track it (its backward may need the old values)."""
-    return isinstance(x, np.ndarray) or (is_torch(x) and not x.requires_grad)
+    for torch only when autograd does not track it (its backward may need the old values).
+    Never inside a ``torch.func`` transform, whose wrapped tensors do not show whether
+    autograd tracks what they wrap (see :func:`attnlib._array.in_vmap`)."""
+    return isinstance(x, np.ndarray) or (is_torch(x) and not x.requires_grad and not _functorch_wrapped(x))
+
+
+def _functorch_wrapped(x) -> bool:
+    import torch
+
+    return torch._C._functorch.is_functorch_wrapped_tensor(x)
 
 
 def exp_shifted(xp, scores, m):

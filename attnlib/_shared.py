@@ -28,7 +28,7 @@ import math
 from array_api_compat import device as _device
 
 from ._array import (all_finite, broadcast_batch, check_finite, check_flag, check_float, check_mask,
-                     check_positive_int, fmt_shape, is_torch, namespace)
+                     check_positive_int, fmt_shape, in_vmap, is_torch, namespace)
 
 __all__ = ["check_qkv", "check_attention_args", "check_finite_qkv", "check_kernel_args", "check_has_keys",
            "check_has_features", "hidden_inputs", "refuse_non_finite",
@@ -153,7 +153,8 @@ def hidden_inputs(q, k, v, *, mask_hides: bool, is_causal: bool) -> list:
 def refuse_non_finite(xp, out, q, k, v, attn_mask=None, *, is_causal=False):
     """NaN and inf are refused: raise a ValueError naming the first non-finite input (or, if
     every input is finite, saying the scores overflowed), unless ``out`` and the
-    :func:`hidden_inputs` are all finite.
+    :func:`hidden_inputs` are all finite. Skipped inside ``torch.func.vmap``, where no value
+    can be read back (:func:`attnlib._array.in_vmap`).
 
     Args:
         out: the output computed from the inputs, ``(N..., L, Ev)``, or None when there is
@@ -161,6 +162,8 @@ def refuse_non_finite(xp, out, q, k, v, attn_mask=None, *, is_causal=False):
         q, k, v, attn_mask: the inputs *as given* (before any cast).
         is_causal: the causal flag the output was computed with. Default: ``False``.
     """
+    if is_torch(q) and in_vmap(q):  # torch.func.vmap: no value can be read back; the caller
+        return  # checks the result (attnlib.train.train_seeds checks each seed's loss)
     bool_mask = attn_mask is not None and xp.isdtype(attn_mask.dtype, "bool")
     if all_finite(xp, out, *hidden_inputs(q, k, v, mask_hides=bool_mask, is_causal=is_causal)):
         return

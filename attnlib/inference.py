@@ -98,15 +98,22 @@ def extend(model, tokens, cache: KVCache):
         logits ``(N, L, V)`` of the token after each new one.
     """
     _check_tokens("tokens", tokens, model)
-    L, S0 = tokens.shape[1], cache.length
-    if S0 and tokens.shape[0] != cache.layers[0][0].shape[0]:
+    _check_batch(tokens, cache)
+    L, S0 = tokens.shape[1], cache.length                 # new tokens, cached positions
+    _check_length(model, S0 + L, f"{S0} cached + {L} new tokens")
+    # new token i sits at position S0 + i: it may see keys j <= S0 + i (lower-right aligned)
+    mask = None if S0 == 0 else causal_mask(L, S0 + L, align="lower_right", like=tokens)  # (L, S)
+    # every layer prepends its cached keys and values to the new ones and returns them all
+    logits, cache.layers = model(tokens, past_kv=cache.past(), attn_mask=mask, return_kv=True)
+    return logits                                         # (N, L, V)
+
+
+def _check_batch(tokens, cache):
+    """The new tokens must continue every sequence the cache holds."""
+    if cache.length and tokens.shape[0] != cache.layers[0][0].shape[0]:
         raise ValueError(f"tokens has shape {tuple(tokens.shape)} (N = {tokens.shape[0]} sequences) but "
                          f"the cache holds N = {cache.layers[0][0].shape[0]}: extend every sequence of "
                          f"the cache at once, or start a new KVCache() for a different batch")
-    _check_length(model, S0 + L, f"{S0} cached + {L} new tokens")
-    mask = None if S0 == 0 else causal_mask(L, S0 + L, align="lower_right", like=tokens)  # (L, S)
-    logits, cache.layers = model(tokens, past_kv=cache.past(), attn_mask=mask, return_kv=True)
-    return logits
 
 
 def _check_tokens(name, tokens, model):

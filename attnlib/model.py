@@ -14,8 +14,8 @@ are), so what the course taught in chapters 2-5 is what trains here.
   ``attend`` attends queries to *given* keys and values. A key/value cache (chapter 8)
   therefore needs no change to the model: ``forward(x, past_kv=(k, v), attn_mask=...)``
   prepends the cached keys and values and returns the new ones.
-* :class:`Block` - attention and an optional MLP, each on a residual path, with post-LN,
-  pre-LN or no LayerNorm.
+* :class:`Block` - attention and an optional feed-forward network (chapter 5's FFN, the
+  class :class:`MLP`), each on a residual path, with post-LN, pre-LN or no LayerNorm.
 * :class:`GPT` - token and position embeddings, ``num_layers`` blocks, the unembedding.
   ``forward(idx, return_weights=True)`` also returns every layer's attention weights;
   ``ablated({(layer, head), ...})`` zeroes chosen heads' outputs while it is active.
@@ -23,6 +23,11 @@ are), so what the course taught in chapters 2-5 is what trains here.
 Shapes use the package's symbols: ``N`` batch, ``L`` tokens (queries), ``S`` keys (``S = L``
 without a cache), ``h`` heads, ``d_head = d_model / h``, ``V`` the vocabulary size.
 No dropout and no biases in attention, so a seeded run is deterministic on the CPU.
+
+The forward pass also runs under ``torch.func.vmap`` with one set of weights per seed
+(:func:`attnlib.train.train_seeds` trains several seeds at once that way): a check in it
+may look at shapes, dtypes and devices, never at the values of a tensor (vmap cannot turn
+them into a Python bool).
 """
 from __future__ import annotations
 
@@ -54,7 +59,8 @@ class GPTConfig:
         num_layers: number of blocks. Default: ``2``.
         num_heads: heads per attention layer; must divide ``d_model``. Default: ``4``.
         d_model: width of the residual stream. Default: ``64``.
-        mlp: add a ``d_model -> 4 d_model -> d_model`` GELU MLP to every block.
+        mlp: add a ``d_model -> 4 d_model -> d_model`` GELU feed-forward network (chapter 5's
+            FFN) to every block.
             Default: ``False`` (an attention-only model).
         pos: ``"learned"`` (a trained table), ``"sinusoidal"`` (the fixed table of
             Vaswani et al.) or ``"none"``. Default: ``"learned"``.
@@ -168,7 +174,8 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """The position-wise feed-forward network ``gelu(x @ w1 + b1) @ w2 + b2``, width ``4 d_model``."""
+    """The position-wise feed-forward network (chapter 5's FFN) ``gelu(x @ w1 + b1) @ w2 + b2``,
+    width ``4 d_model``."""
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()

@@ -1,4 +1,4 @@
-"""Rotary position embedding (RoPE, Su et al., 2021), in the half-split convention.
+"""Rotary position embedding (RoPE, Su et al., 2024), in the half-split convention.
 
 RoPE encodes a token's position ``m`` by *rotating* its query and key vectors, not by
 adding a position vector to the token. The ``d`` features form ``d/2`` pairs; pair ``i``
@@ -26,7 +26,7 @@ from numbers import Real
 
 import numpy as np
 
-from ._array import all_finite, check_finite, check_float, compute_dtype, fmt_shape, is_torch, namespace
+from ._array import all_finite, check_finite, check_float, compute_dtype, fmt_shape, in_vmap, is_torch, namespace
 from .devices import to_device
 
 __all__ = ["apply_rope", "rope_angles"]
@@ -143,8 +143,8 @@ def apply_rope(x, positions=None, *, base=10000.0):
     x1, x2 = xc[..., : d // 2], xc[..., d // 2:]  # (N..., L, d/2) each: the two halves of every pair
     out = xp.concat([x1 * cos - x2 * sin,  # first halves:  x_i cos - x_{i+d/2} sin
                      x2 * cos + x1 * sin], axis=-1)  # second halves: x_{i+d/2} cos + x_i sin
-    if not all_finite(xp, out):  # NaN or inf in x (the positions are checked above): refused
-        check_finite(xp, x=x, who="apply_rope")
+    if not (is_torch(x) and in_vmap(x)) and not all_finite(xp, out):  # NaN or inf in x: refused
+        check_finite(xp, x=x, who="apply_rope")  # (not inside torch.func.vmap: nothing can be read back)
     return xp.astype(out, x.dtype) if out.dtype != x.dtype else out  # (N..., L, d)
 
 
@@ -158,7 +158,8 @@ def _check_positions(xp, positions):
     """Positions must be integers or finite floats: a NaN or infinite angle rotates to NaN."""
     if not (xp.isdtype(positions.dtype, "integral") or xp.isdtype(positions.dtype, "real floating")):
         raise TypeError(f"positions has dtype {positions.dtype}; pass integer or float positions")
-    if xp.isdtype(positions.dtype, "real floating") and not all_finite(xp, positions):
+    if (xp.isdtype(positions.dtype, "real floating") and not (is_torch(positions) and in_vmap(positions))
+            and not all_finite(xp, positions)):
         bad = ~xp.isfinite(positions)
         first = tuple(int(i) for i in np.argwhere(np.asarray(to_device(bad, "numpy")))[0])
         raise ValueError(f"positions holds {int(xp.sum(xp.astype(bad, xp.int64)))} non-finite value(s) "

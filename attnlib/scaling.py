@@ -13,7 +13,8 @@ import math
 import numpy as np
 
 __all__ = ["dot_products", "dot_product_moments", "softmax_np", "softmax_jacobian_np",
-           "saturation", "random_logits", "query_grad_norms", "grad_summary", "linear_init_scores"]
+           "saturation", "random_logits", "query_grad_norms", "query_grad_norms_both", "grad_summary",
+           "linear_init_scores"]
 
 
 def dot_products(d_k: int, n: int, rng: np.random.Generator, *, sigma_q: float = 1.0,
@@ -86,6 +87,33 @@ def saturation(logits: np.ndarray) -> dict:
             "jacobian_norm_median": float(np.median(jac))}
 
 
+def _row_grads(q, K, V, up, c):
+    """``‖∂L/∂q‖`` and the largest weight of each draw of ``o = softmax(K q · c) V``,
+    ``L = up·o``, by autograd. ``q`` ``(m, E, 1)``, ``K`` ``(m, S, E)``, ``V`` ``(m, S, Ev)``,
+    ``up`` ``(m, Ev)``; returns two ``(m,)`` tensors."""
+    import torch
+
+    q = q.detach().requires_grad_(True)
+    w = torch.softmax((K @ q)[..., 0] * c, dim=-1)     # (m, S, E) @ (m, E, 1) -> (m, S)
+    out = (w[:, None, :] @ V)[:, 0]                    # (m, 1, S) @ (m, S, Ev) -> (m, Ev)
+    (grad,) = torch.autograd.grad((out * up).sum(), q)  # draws are independent: one backward
+    return grad[..., 0].norm(dim=-1), w.detach().max(dim=-1).values
+
+
+def _row_draws(d_k: int, S: int, n: int, d_v: int, seed: int, chunk: int):
+    """The random draws of :func:`query_grad_norms`: chunks of ``(q, K, V, up)``."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    for start in range(0, n, chunk):
+        m = min(chunk, n - start)
+        q = torch.randn(m, d_k, 1, generator=g, dtype=torch.float32)  # (m, E, 1)
+        K = torch.randn(m, S, d_k, generator=g)                       # (m, S, E)
+        V = torch.randn(m, S, d_v, generator=g)                       # (m, S, Ev)
+        up = torch.randn(m, d_v, generator=g)                         # (m, Ev)
+        yield q, K, V, up
+
+
 def query_grad_norms(d_k: int, *, S: int = 16, n: int = 2000, d_v: int = 16, scaled: bool = True,
                      seed: int = 0, chunk: int = 250, with_max_weight: bool = False):
     """``‖∂L/∂q‖`` for ``n`` independent draws of one attention row, by autograd.
@@ -103,22 +131,52 @@ def query_grad_norms(d_k: int, *, S: int = 16, n: int = 2000, d_v: int = 16, sca
     """
     import torch
 
-    g = torch.Generator().manual_seed(seed)
     c = 1 / math.sqrt(d_k) if scaled else 1.0
     norms, tops = [], []
-    for start in range(0, n, chunk):
-        m = min(chunk, n - start)
-        q = torch.randn(m, d_k, 1, generator=g, dtype=torch.float32).requires_grad_(True)  # (m, E, 1)
-        K = torch.randn(m, S, d_k, generator=g)                       # (m, S, E)
-        V = torch.randn(m, S, d_v, generator=g)                       # (m, S, Ev)
-        up = torch.randn(m, d_v, generator=g)                         # (m, Ev)
-        w = torch.softmax((K @ q)[..., 0] * c, dim=-1)     # (m, S, E) @ (m, E, 1) -> (m, S)
-        out = (w[:, None, :] @ V)[:, 0]                    # (m, 1, S) @ (m, S, Ev) -> (m, Ev)
-        (grad,) = torch.autograd.grad((out * up).sum(), q)  # draws are independent: one backward
-        norms.append(grad[..., 0].norm(dim=-1))
-        tops.append(w.detach().max(dim=-1).values)
+    for q, K, V, up in _row_draws(d_k, S, n, d_v, seed, chunk):
+        norm, top = _row_grads(q, K, V, up, c)
+        norms.append(norm)
+        tops.append(top)
     out = torch.cat(norms).double().numpy()
     return (out, torch.cat(tops).double().numpy()) if with_max_weight else out
+
+
+def query_grad_norms_both(d_k: int, *, S: int = 16, n: int = 1000, d_v: int = 16, seed: int = 0,
+                          chunk: int = 250) -> dict:
+    """:func:`query_grad_norms` with and without the scale, on the *same* ``n`` draws.
+
+    Each draw of ``q``, ``K``, ``V`` and the upstream gradient is used twice, with
+    ``c = 1`` and ``c = 1/√d_k``, so the two are compared draw by draw and the random
+    numbers are drawn once. The draws are those of :func:`query_grad_norms` with the same
+    ``seed``, ``n`` and ``chunk``.
+
+    Args:
+        d_k: width of ``q`` and of each key.
+        S: number of keys. Default: ``16``.
+        n: number of draws. Default: ``1000``.
+        d_v: width of each value. Default: ``16``.
+        seed: seed of the draws. Default: ``0``.
+        chunk: draws per autograd call (memory). Default: ``250``.
+
+    Returns:
+        a dict of ``(n,)`` float64 arrays: ``"unscaled"`` and ``"scaled"`` (the gradient
+        norms), ``"max_weight_unscaled"`` and ``"max_weight_scaled"`` (each draw's largest
+        softmax weight).
+
+    Example: ``query_grad_norms_both(1024, n=500, seed=1)["unscaled"]`` is heavy-tailed.
+    """
+    import torch
+
+    for name, value in (("d_k", d_k), ("S", S), ("n", n), ("d_v", d_v), ("chunk", chunk)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    parts = {"unscaled": [], "scaled": [], "max_weight_unscaled": [], "max_weight_scaled": []}
+    for q, K, V, up in _row_draws(d_k, S, n, d_v, seed, chunk):
+        for name, c in (("unscaled", 1.0), ("scaled", 1 / math.sqrt(d_k))):
+            norm, top = _row_grads(q, K, V, up, c)
+            parts[name].append(norm)
+            parts["max_weight_" + name].append(top)
+    return {name: torch.cat(v).double().numpy() for name, v in parts.items()}
 
 
 def grad_summary(norms: np.ndarray, small: float = 1e-3) -> dict:

@@ -1,6 +1,6 @@
-"""Chapter 7's instruments: the tasks, a small training loop with a live loss curve, and
-the measurements taken on a trained :class:`attnlib.model.GPT` (head scores, ablation,
-gradient statistics).
+"""Chapter 7's instruments: the tasks, a training loop that trains several seeds at once
+(:func:`train_seeds`) with a live loss curve, and the measurements taken on a trained
+:class:`attnlib.model.GPT` (head scores, ablation, gradient statistics).
 
 Kept apart from :mod:`attnlib.model`, which only defines the network (STYLE.md: chapter
 instruments apart from the kernels). Import it as ``from attnlib import train``.
@@ -17,20 +17,22 @@ Shapes: ``N`` sequences, ``L`` positions, ``h`` heads, ``V`` vocabulary.
 """
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .i18n import N_
+from .i18n import N_, _
 
-__all__ = ["repeated_blocks", "lm_pair", "previous_token_task", "train", "History", "LivePlot",
-           "prev_token_score", "induction_score", "head_scores", "position_losses",
-           "copy_losses", "ablation_losses", "attention_stats", "grad_norms", "layer_grad_norms",
-           "phase_change_step"]
+__all__ = ["repeated_blocks", "lm_pair", "previous_token_task", "seeded_batches", "next_token_loss",
+           "train_seeds", "SeedRun", "LivePlot", "prev_token_score", "induction_score", "head_scores",
+           "position_losses", "seen_token_mass", "copy_stats", "copy_losses", "ablation_losses", "attention_stats",
+           "grad_norms", "grad_agreement", "layer_grad_norms", "phase_change_step", "span"]
 
 
 # --------------------------------------------------------------------------- tasks
@@ -69,8 +71,9 @@ def repeated_blocks(n: int, period, *, length: int | None = None, vocab_size: in
 
 
 def lm_pair(seq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and next-token targets of a language model: ``seq[:, :-1]``, ``seq[:, 1:]``."""
-    return seq[:, :-1], seq[:, 1:]
+    """Inputs and next-token targets of a language model: ``seq[..., :-1]``, ``seq[..., 1:]``
+    (``seq`` is ``(..., L)``: ``(N, L)``, or ``(S, N, L)`` with a seed dimension)."""
+    return seq[..., :-1], seq[..., 1:]
 
 
 def previous_token_task(n: int, length: int, *, vocab_size: int = 32,
@@ -85,103 +88,236 @@ def previous_token_task(n: int, length: int, *, vocab_size: int = 32,
 
 # --------------------------------------------------------------------------- training
 
-@dataclass
-class History:
-    """What :func:`train` recorded. ``loss[t]`` is the training loss of step ``t``;
-    ``evals`` maps each evaluation step to the dict the ``evaluate`` callback returned;
-    ``snapshots`` maps steps to what ``snapshot`` returned (e.g. attention maps)."""
-
-    loss: list = field(default_factory=list)
-    evals: dict = field(default_factory=dict)
-    snapshots: dict = field(default_factory=dict)
-    grad_norm: list = field(default_factory=list)
-
-    def eval_series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
-        """``(steps, values)`` of one evaluated quantity."""
-        steps = np.array(sorted(self.evals))
-        return steps, np.array([self.evals[s][key] for s in steps])
-
-
-def train(model, batch: Callable[[int], tuple], *, steps: int, lr: float = 3e-3,
-          warmup: int = 0, weight_decay: float = 0.0, evaluate: Callable | None = None,
-          eval_every: int = 10, snapshot: Callable | None = None, snapshot_at=(),
-          live: "LivePlot | None" = None) -> History:
-    """Train ``model`` with AdamW on ``batch(step) -> (x, y)`` for ``steps`` steps.
+def seeded_batches(make: Callable, seeds, *, offset: int = 1000) -> Callable[[int], tuple]:
+    """One data stream per seed, stacked on a leading seed dimension.
 
     Args:
-        model: a :class:`attnlib.model.GPT` (anything with ``.loss(x, y)``).
-        batch: returns the inputs and targets of one step (seed it for reproducibility).
-        steps: number of optimiser steps.
-        lr: peak learning rate. Default: ``3e-3``.
-        warmup: steps of linear learning-rate warm-up from 0. Default: ``0`` (none).
-        weight_decay: AdamW's decoupled weight decay. Default: ``0.0``.
-        evaluate: ``evaluate(model) -> dict`` of numbers, run without gradients every
-            ``eval_every`` steps and after the last one. Default: ``None``.
-        eval_every: steps between evaluations. Default: ``10``.
-        snapshot: ``snapshot(model) -> anything``, stored at the steps in ``snapshot_at``
-            (step ``s`` = after ``s`` updates; 0 = at initialisation). Default: ``None``.
-        snapshot_at: the steps to snapshot. Default: ``()``.
-        live: a :class:`LivePlot` updated with the evaluations. Default: ``None``.
+        make: ``make(generator) -> (x, y)``, one seed's batch drawn with ``generator``
+            (e.g. ``lambda g: lm_pair(repeated_blocks(64, 8, generator=g))``).
+        seeds: the seeds, one stream each (a list of ints, length ``S``).
+        offset: seed ``s`` draws its data from ``torch.Generator().manual_seed(offset + s)``,
+            so that the data stream is not the stream ``torch.manual_seed(s)`` drew the
+            initial weights from. Default: ``1000``.
 
     Returns:
-        a :class:`History`. The total gradient norm of every step is in ``grad_norm``.
+        ``batch(step) -> (x, y)``, each ``(S, ...)``: row ``i`` is seed ``seeds[i]``'s batch.
     """
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    hist = History()
+    gens = [torch.Generator().manual_seed(offset + int(s)) for s in seeds]
+
+    def batch(step):
+        pairs = [make(g) for g in gens]
+        return torch.stack([x for x, _ in pairs]), torch.stack([y for _, y in pairs])  # (S, ...)
+
+    return batch
+
+
+def next_token_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of next-token ``logits (N, L, V)`` against ``y (N, L)``; targets of
+    ``-100`` are left out (``GPT.loss``'s convention)."""
+    return F.cross_entropy(logits.flatten(0, -2), y.flatten(), ignore_index=-100)
+
+
+@dataclass
+class SeedRun:
+    """What :func:`train_seeds` recorded, seed by seed (``S`` seeds, ``T`` steps).
+
+    Attributes:
+        seeds: the seeds, in the order of every seed axis below.
+        models: one trained model per seed (plain modules: evaluate, ablate, score them).
+        loss: ``(T, S)`` training loss of every step.
+        grad_norm: ``(T, S)`` norm of the whole gradient of every step (before the update).
+        group_grad_norm: ``{group: (T, S)}``, the gradient norm of each parameter group
+            named by ``grad_groups`` (see :func:`train_seeds`).
+        evals: ``{step: {key: (S,)}}``, what ``evaluate`` returned for each seed.
+        snapshots: ``{step: [one per seed]}``, what ``snapshot`` returned.
+        wall_seconds, cpu_seconds: wall-clock and CPU time (``time.process_time``) of the run.
+    """
+
+    seeds: list
+    models: list
+    loss: np.ndarray
+    grad_norm: np.ndarray
+    group_grad_norm: dict
+    evals: dict
+    snapshots: dict
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+    @property
+    def steps(self) -> int:
+        """Number of optimiser steps."""
+        return len(self.loss)
+
+    def eval_series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps (E,), values (E, S))`` of one evaluated quantity, ``E`` evaluations."""
+        steps = np.array(sorted(self.evals))
+        return steps, np.stack([self.evals[s][key] for s in steps])
+
+    def final(self, key: str) -> np.ndarray:
+        """``(S,)``: the last evaluation of ``key``, one value per seed."""
+        return self.evals[max(self.evals)][key]
+
+
+def train_seeds(make_model: Callable[[], torch.nn.Module], seeds, batch: Callable[[int], tuple], *,
+                steps: int, lr: float = 3e-3, warmup: int = 0, weight_decay: float = 0.0,
+                loss: Callable = next_token_loss, evaluate: Callable | None = None, eval_every: int = 10,
+                snapshot: Callable | None = None, snapshot_at=(), grad_groups: Callable | None = None,
+                live: "LivePlot | None" = None, device="cpu") -> SeedRun:
+    """Train one model per seed, all seeds together, with AdamW.
+
+    The seeds are not trained one after another: their parameters are stacked on a leading
+    seed dimension (``torch.func.stack_module_state``) and one ``torch.func.vmap`` of
+    ``torch.func.functional_call`` runs every seed's forward pass on its own batch in one
+    call. The loss that is differentiated is the *sum* of the seeds' losses, so each seed's
+    gradient is its own, and AdamW updates every entry on its own: each seed trains exactly
+    as it would alone (up to the rounding of batched kernels).
+
+    Args:
+        make_model: ``make_model() -> module``, called once per seed right after
+            ``torch.manual_seed(seed)`` (e.g. ``lambda: GPT(cfg)``). Its forward maps ``x`` to
+            logits and must run under ``vmap`` (no Python control flow on tensor values).
+        seeds: the seeds (ints), ``S`` of them.
+        batch: ``batch(step) -> (x, y)``, each ``(S, ...)``, seed ``i``'s batch in row ``i``
+            (:func:`seeded_batches` builds one).
+        steps: number of optimiser steps.
+        lr: peak learning rate. Default: ``3e-3``.
+        warmup: steps of linear warm-up: step ``t`` (from 0) uses ``lr * min(1, (t + 1) / warmup)``.
+            Default: ``0`` (the peak rate from the first step).
+        weight_decay: AdamW's decoupled weight decay. Default: ``0.0``.
+        loss: ``loss(logits, y) -> scalar`` for one seed. Default: :func:`next_token_loss`.
+        evaluate: ``evaluate(model) -> dict`` of numbers, run on each seed's model without
+            gradients at step 0, every ``eval_every`` steps and after the last. Default: ``None``.
+        eval_every: steps between evaluations. Default: ``10``.
+        snapshot: ``snapshot(model) -> anything``, stored for each seed at the steps in
+            ``snapshot_at`` (step ``s`` = after ``s`` updates). Default: ``None``.
+        snapshot_at: the steps to snapshot. Default: ``()``.
+        grad_groups: ``grad_groups(name) -> group or None``: the gradient norm of the
+            parameters whose name maps to a group is recorded at every step, per seed
+            (e.g. ``lambda n: n.split(".")[1] if n.startswith("blocks.") else None`` gives one
+            norm per block). Default: ``None``.
+        live: a :class:`LivePlot`, redrawn from the evaluations while training (progress).
+            Default: ``None``.
+        device: where the models and the batches live. Default: ``"cpu"``.
+
+    Returns:
+        a :class:`SeedRun`.
+
+    Raises:
+        FloatingPointError: a seed's loss is NaN or infinite (the step and seed are named).
+
+    Example::
+
+        >>> run = train_seeds(lambda: GPT(GPTConfig()), range(5), seeded_batches(make, range(5)), steps=100)
+        >>> run.loss.shape                                              # (steps, seeds)
+        (100, 5)
+    """
+    seeds = [int(s) for s in seeds]
+    models = []
+    for s in seeds:
+        torch.manual_seed(s)
+        models.append(make_model().to(device))
+    params, buffers = torch.func.stack_module_state(models)   # {name: (S, ...)}: the seed dim comes first
+    base = copy.deepcopy(models[0]).to("meta")                 # the model's code, without weights
+
+    def seed_loss(p, b, x, y):                                  # one seed: its weights, its batch
+        return loss(torch.func.functional_call(base, (p, b), (x,)), y)
+
+    seed_losses = torch.func.vmap(seed_loss)                    # every seed in one call: (S,) losses
+
+    for i, m in enumerate(models):  # each seed's module views its slice of the stacked weights
+        for name, p in m.named_parameters():
+            p.data = params[name].detach()[i]
+    opt = torch.optim.AdamW(params.values(), lr=lr, weight_decay=weight_decay)
+    groups = {}
+    if grad_groups is not None:
+        for name in params:
+            g = grad_groups(name)
+            if g is not None:
+                groups.setdefault(g, []).append(name)
+    run = SeedRun(seeds, models, np.zeros((steps, len(seeds))), np.zeros((steps, len(seeds))),
+                  {g: np.zeros((steps, len(seeds))) for g in groups}, {}, {})
     snapshot_at = set(snapshot_at)
 
     def observe(step):
-        if snapshot is not None and step in snapshot_at:
-            with torch.no_grad():
-                hist.snapshots[step] = snapshot(model)
-        if evaluate is not None and (step % eval_every == 0 or step == steps):
-            with torch.no_grad():
-                hist.evals[step] = {k: float(v) for k, v in evaluate(model).items()}
-            if live is not None:
-                live.update(hist)
+        with torch.no_grad():
+            if snapshot is not None and step in snapshot_at:
+                run.snapshots[step] = [snapshot(m) for m in models]
+            if evaluate is not None and (step % eval_every == 0 or step == steps):
+                per_seed = [evaluate(m) for m in models]
+                run.evals[step] = {k: np.array([float(d[k]) for d in per_seed]) for k in per_seed[0]}
+                if live is not None:
+                    live.update(run, step, steps)
 
-    model.train()
+    t0, c0 = time.perf_counter(), time.process_time()
     observe(0)
     for step in range(steps):
         for group in opt.param_groups:
             group["lr"] = lr * min(1.0, (step + 1) / warmup) if warmup else lr
         x, y = batch(step)
-        loss = model.loss(x, y)
+        losses = seed_losses(params, buffers, x.to(device), y.to(device))  # (S,)
+        run.loss[step] = losses.detach().cpu().numpy()
+        if not np.all(np.isfinite(run.loss[step])):
+            bad = int(np.flatnonzero(~np.isfinite(run.loss[step]))[0])
+            raise FloatingPointError(f"seed {seeds[bad]}: the loss is {run.loss[step, bad]} at step {step}; "
+                                     f"lower the learning rate (lr={lr})")
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        hist.grad_norm.append(float(torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters()
-                                                   if p.grad is not None))))
+        losses.sum().backward()   # the sum: each seed's gradient is that of its own loss
+        with torch.no_grad():
+            sq = {name: p.grad.flatten(1).pow(2).sum(1) for name, p in params.items()}  # (S,) each
+            run.grad_norm[step] = torch.stack(list(sq.values())).sum(0).sqrt().cpu().numpy()
+            for g, names in groups.items():
+                run.group_grad_norm[g][step] = torch.stack([sq[n] for n in names]).sum(0).sqrt().cpu().numpy()
         opt.step()
-        hist.loss.append(float(loss.detach()))
         observe(step + 1)
-    model.eval()
+    run.wall_seconds, run.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    for m in models:
+        m.eval()
     if live is not None:
-        live.close(hist)
-    return hist
+        live.close(run)
+    return run
 
 
 class LivePlot:
-    """A loss curve that redraws while :func:`train` runs (in Jupyter), then stays as the
-    cell's one figure (what the website shows).
+    """Curves of :func:`train_seeds`'s evaluations that redraw while it trains (in Jupyter),
+    then stay as the cell's one figure (what the website shows). Every seed is one thin line.
+    One LivePlot can follow several runs in turn (pass it to each :func:`train_seeds` call):
+    the runs already finished stay in the figure, each in its own colour. While a run trains,
+    the title says which step it is at.
 
     Args:
-        keys: the evaluated quantities to draw, one line each.
-        labels: legend text per key. Default: the keys.
-        title: the axes' title (use it to state the finding). Default: ``""``.
+        keys: the evaluated quantities to draw.
+        labels: legend text per key of each run, in order: ``len(keys)`` labels per run
+            (run ``r``'s key ``k`` is ``labels[r * len(keys) + k]``). Default: the keys.
+        title: the axes' title once every run is done (use it to state the finding).
+            Default: ``""``.
         every: redraw after this many evaluations. Default: ``5``.
         ylabel: Default: ``"loss (nats)"``.
         figsize: Default: ``(6, 3)``.
+        hlines: ``{label: y}``: dashed reference lines (e.g. chance). Default: ``None``.
+        xmax: the last training step shown (longer runs are cut there). Default: ``None`` (all).
+        legend_loc: where the legend goes (matplotlib's ``loc``). Default: ``"best"``.
 
     Only figures are displayed (no text), so a re-run leaves the same text output.
     """
 
     def __init__(self, keys, labels=None, *, title: str = "", every: int = 5,
-                 ylabel: str = N_("loss (nats)"), figsize=(6, 3), logy: bool = False):
+                 ylabel: str = N_("loss (nats)"), figsize=(6, 3), hlines: dict | None = None,
+                 xmax: int | None = None, legend_loc: str = "best"):
         self.keys, self.labels = list(keys), list(labels or keys)
-        self.title, self.every, self.ylabel, self.figsize, self.logy = title, every, ylabel, figsize, logy
+        self.title, self.every, self.ylabel, self.figsize = title, every, ylabel, figsize
+        self.hlines, self.xmax, self.legend_loc = dict(hlines or {}), xmax, legend_loc
+        self._runs: list = []   # the runs drawn so far (finished ones, then the one training)
         self._handle, self._fig, self._n = None, None, 0
 
-    def _draw(self, hist: History):
+    def add(self, run: SeedRun):
+        """Draw a run that finished before (e.g. trained in an earlier cell) with the next labels."""
+        self._runs.append(run)
+
+    def _label(self, r: int, k: int) -> str:
+        i = r * len(self.keys) + k
+        return self.labels[i] if i < len(self.labels) else self.keys[k]
+
+    def _draw(self, title: str):
         import matplotlib.pyplot as plt
 
         if self._fig is None:
@@ -189,28 +325,38 @@ class LivePlot:
             plt.close(self._fig)  # shown through display() only, never by the inline backend
         ax = self._ax
         ax.clear()
-        for key, label in zip(self.keys, self.labels):
-            steps, vals = hist.eval_series(key)
-            ax.plot(steps, vals, label=label)
-        ax.set_xlabel("training step")
+        for r, run in enumerate(self._runs):
+            for k, key in enumerate(self.keys):
+                steps, vals = run.eval_series(key)                         # (E,), (E, S)
+                keep = steps <= (self.xmax if self.xmax is not None else steps.max())
+                colour = f"C{(r * len(self.keys) + k) % 10}"
+                ax.plot(steps[keep], vals[keep], color=colour, lw=1, alpha=0.8)
+                ax.plot([], [], color=colour, label=self._label(r, k))    # one legend entry per curve set
+        for k, (label, y) in enumerate(self.hlines.items()):
+            ax.axhline(y, color="0.5", ls=("--", ":", "-.")[k % 3], lw=1, label=label)
+        ax.set_xlabel(N_("training step"))
         ax.set_ylabel(self.ylabel)
-        if self.logy:
-            ax.set_yscale("log")
-        ax.set_title(self.title, fontsize=10)
-        ax.legend(fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8, loc=self.legend_loc)
         self._fig.tight_layout()
 
-    def update(self, hist: History):
+    def update(self, run: SeedRun, step: int, steps: int):
+        """Redraw every ``every`` evaluations, titled with the progress."""
+        if not self._runs or self._runs[-1] is not run:
+            self._runs.append(run)
         self._n += 1
         if self._n % self.every == 0:
-            self._show(hist)
+            self._show(_("training {n} seeds: step {step} of {steps}").format(
+                n=len(run.seeds), step=step, steps=steps))
 
-    def close(self, hist: History):
-        """Draw the final curve (in place of the live one, or as a new display)."""
-        self._show(hist)
+    def close(self, run: SeedRun):
+        """Draw the curves with the final title (in place of the live ones)."""
+        if not self._runs or self._runs[-1] is not run:
+            self._runs.append(run)
+        self._show(self.title)
 
-    def _show(self, hist: History):
-        """Redraw and show the curve in the notebook; nothing in plain Python (tests)."""
+    def _show(self, title: str):
+        """Redraw and show the curves in the notebook; nothing in plain Python (tests)."""
         try:
             from IPython import get_ipython
             from IPython.display import display
@@ -218,7 +364,7 @@ class LivePlot:
             return
         if get_ipython() is None:
             return
-        self._draw(hist)
+        self._draw(title)
         if self._handle is None:
             self._handle = display(self._fig, display_id=True)
         else:
@@ -286,11 +432,45 @@ def position_losses(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
     return loss.float().mean(0).cpu().numpy()
 
 
+def _seen(x: torch.Tensor, V: int) -> torch.Tensor:
+    """``(N, L, V)``: 1 where token ``v`` occurs in ``x[:, :t + 1]``, else 0."""
+    return F.one_hot(x, V).cummax(dim=-2).values
+
+
+@torch.no_grad()
+def seen_token_mass(model, x: torch.Tensor) -> np.ndarray:
+    """Probability the model gives, at each position ``t``, to the tokens it has already
+    read (``x[:, :t + 1]``), averaged over the batch: ``(L,)`` NumPy.
+
+    On a sequence of distinct tokens this is the probability spent on tokens that cannot
+    come next (it costs ``-ln(1 - mass)`` nats at ``t``); on a repeat it is the probability
+    of "one of the tokens seen so far".
+    """
+    probs = model(x).softmax(-1)                                        # (N, L, V)
+    return (probs * _seen(x, probs.shape[-1])).sum(-1).float().mean(0).cpu().numpy()  # (L,)
+
+
+@torch.no_grad()
+def copy_stats(model, seq: torch.Tensor, period: int) -> dict:
+    """:func:`copy_losses` and :func:`seen_token_mass` of a :func:`repeated_blocks` batch from
+    one forward pass: ``first`` and ``repeat`` (losses), ``seen_first`` and ``seen_repeat``
+    (mean probability given to already-read tokens at the same positions)."""
+    x, y = lm_pair(seq)                                                 # (N, L - 1) each
+    logits = model(x)                                                   # (N, L - 1, V)
+    loss = F.cross_entropy(logits.transpose(1, 2), y, reduction="none").float().mean(0)   # (L - 1,)
+    seen = (logits.softmax(-1) * _seen(x, logits.shape[-1])).sum(-1).float().mean(0)     # (L - 1,)
+    k = period - 1                                                      # first copy: targets 1 ... period - 1
+    return {"first": float(loss[:k].mean()), "repeat": float(loss[k:].mean()),
+            "seen_first": float(seen[:k].mean()), "seen_repeat": float(seen[k:].mean())}
+
+
 def copy_losses(model, seq: torch.Tensor, period: int) -> dict:
     """Next-token loss on the first copy and on the repeats of a :func:`repeated_blocks` batch.
 
-    The first copy (targets at positions ``1 ... period - 1``) is random: its best loss is
-    ``ln V``. Targets from position ``period`` on repeat what was seen one period earlier.
+    The first copy has the targets at positions ``1 ... period - 1``: the block's tokens are
+    distinct, so after ``t`` of them the best guess is uniform over the ``V - t`` unseen ids,
+    and the best loss is the mean of ``ln(V - t)`` over ``t = 1 ... period - 1`` (not ``ln V``).
+    Targets from position ``period`` on ("repeat") repeat what was seen one period earlier.
     """
     x, y = lm_pair(seq)                                                 # (N, L - 1) each
     per = position_losses(model, x, y)                                  # (L - 1,)
@@ -305,6 +485,27 @@ def ablation_losses(model, seq: torch.Tensor, period: int, heads) -> dict:
         with model.ablated([head]):
             out[tuple(head)] = copy_losses(model, seq, period)["repeat"]
     return out
+
+
+def span(values, step: float = 0.1) -> str:
+    """The range of ``values`` (e.g. one number per seed) rounded *outward* to multiples of
+    ``step``, as text: ``span([0.34, 0.47]) == "0.3–0.5"``; one number when both ends agree.
+
+    The printed range contains every value, and it stays the same when the values move by
+    rounding-level amounts (another CPU's kernels), unless one crosses a multiple of ``step``.
+
+    Args:
+        values: the numbers (any shape; NaN is refused).
+        step: the grid the ends are rounded to. Default: ``0.1``.
+    """
+    v = np.asarray(values, dtype=float)
+    if v.size == 0 or np.isnan(v).any():
+        raise ValueError(f"span needs numbers, got {values!r}")
+    # (a tolerance of 1e-9 steps: 0.3 / 0.1 is 2.9999999999999996 in binary floating point)
+    lo, hi = math.floor(v.min() / step + 1e-9) * step, math.ceil(v.max() / step - 1e-9) * step
+    digits = max(0, -math.floor(math.log10(step) + 1e-9)) if step < 1 else 0
+    text = [f"{x:.{digits}f}" for x in (lo, hi)]
+    return text[0] if text[0] == text[1] else f"{text[0]}–{text[1]}"
 
 
 def phase_change_step(steps, values, *, start: float, end: float) -> int:
@@ -346,6 +547,23 @@ def grad_norms(model, x: torch.Tensor, y: torch.Tensor, names=("w_q", "w_k")) ->
         out[name] = math.sqrt(g2)
     model.zero_grad(set_to_none=True)
     return out
+
+
+def grad_agreement(model, batches, names=("w_q", "w_k")) -> float:
+    """How much the gradient's direction agrees from one batch to the next: the mean cosine
+    similarity, over every pair of ``batches`` (a list of ``(x, y)``), between the gradients
+    of the loss w.r.t. the named attention matrices of every layer (flattened into one vector).
+    1: every batch pushes the same way; about 0: the directions are unrelated. Leaves the
+    model's ``.grad`` cleared."""
+    grads = []
+    for x, y in batches:
+        model.zero_grad(set_to_none=True)
+        model.loss(x, y).backward()
+        grads.append(torch.cat([getattr(b.attn, n).grad.flatten() for b in model.blocks for n in names]))
+    model.zero_grad(set_to_none=True)
+    cos = [float(F.cosine_similarity(grads[i], grads[j], dim=0))
+           for i in range(len(grads)) for j in range(i + 1, len(grads))]
+    return float(np.mean(cos))
 
 
 def layer_grad_norms(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:

@@ -2,11 +2,27 @@
 
 The outside reference for attention is PyTorch's own ``F.scaled_dot_product_attention``
 (and ``torch.softmax`` for the weights), run in float64 on the CPU.
+
+Under pytest-xdist (``make check``, ``make unit``: one worker per core) each worker computes
+on one thread: torch's and OpenBLAS's threads wait for each other by spinning, and two
+workers with two threads each on two cores made some tests 10 to 100 times slower.
 """
+import os
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+
+# The course's own tests check its references and catalogued mistakes through the checker,
+# which refuses them as the answer key otherwise (tests of that refusal unset this).
+os.environ.setdefault("ATTNLIB_CHECK_ALLOW_ANSWER_KEY", "1")
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import threadpoolctl
+
+    torch.set_num_threads(1)
+    threadpoolctl.threadpool_limits(1)
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

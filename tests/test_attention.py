@@ -120,7 +120,8 @@ def test_fully_masked_row_gives_zeros(rng, device, kind, return_weights):
 
 
 def test_torch_sdpa_gives_zeros_for_fully_masked_rows_on_cpu():
-    """The fact NOTES.md records (and the reference in these tests relies on)."""
+    """The fact attnlib/attention.py's module docstring records (zeros in PyTorch 2.13 on
+    the CPU) and the reference in these tests relies on."""
     q = torch.randn(3, 2, dtype=torch.float64)
     m = torch.tensor([[True, True], [False, False], [True, False]])
     out = torch.nn.functional.scaled_dot_product_attention(q, q[:2], q[:2], attn_mask=m)

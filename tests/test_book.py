@@ -50,7 +50,8 @@ def test_appendices_come_after_the_chapters():
     chapters = [f for f in files if f.startswith("chapters/")]
     appendix = [f for f in files if f.startswith("appendix/")]
     assert chapters == sorted(f"chapters/{p.stem}" for p in (ROOT / "chapters").glob("*.ipynb")), chapters
-    assert appendix == ["appendix/misconceptions", "appendix/glossary", "appendix/api", "appendix/bibliography"]
+    assert appendix == ["appendix/misconceptions", "appendix/glossary", "appendix/api", "appendix/bibliography",
+                        "appendix/where_next", "appendix/teaching"]
     assert files.index(appendix[0]) > files.index(chapters[-1])
 
 

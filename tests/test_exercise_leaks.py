@@ -6,7 +6,10 @@ call, a thread the learner starts, and crashes of the worker. Each leak test mea
 the CPU time this process and all its descendants burn in the 3 s after the verdict
 (< 0.3 CPU-s; a leaked loop burns ~1 per second) and then checks that the next correct
 check passes at once. Most run in both worker modes: the forked process (default) and
-the thread fallback (``ATTNLIB_CHECK_WORKER=thread``, used where fork is unsafe).
+the spawned one (``ATTNLIB_CHECK_WORKER=spawn``, used where fork is unsafe). The holes of
+issue 21 (processes that escape with setsid, a result whose unpickling runs code, a fork
+that answers twice, output written to file descriptor 1) are in
+tests/test_exercise_untrusted.py.
 """
 from __future__ import annotations
 
@@ -22,8 +25,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnlib.exercises import EXERCISES, Case, Exercise, Mistake, check, register
+from attnlib.exercises import EXERCISES, Case, Mistake, check
 from attnlib.exercises import _running
+from exercise_toys import toys
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -40,6 +44,25 @@ def _stat(pid: int):
 
 
 def _descendants() -> list[int]:
+    """This process's descendants, less the spawned standby worker (a fresh Python that
+    imports numpy and torch for the next check and has run no learner code)."""
+    standby = _running.standby_pids()
+    return [p for p in _all_descendants() if p not in standby]
+
+
+def _describe(pids) -> str:
+    out = []
+    for p in pids:
+        try:
+            cmd = open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")[:120]
+            st = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out.append(f"{p} (parent {st[1]}, state {st[0]}): {cmd}")
+    return "; ".join(out)
+
+
+def _all_descendants() -> list[int]:
     parent_of = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -58,7 +81,7 @@ def _descendants() -> list[int]:
 def _tree_cpu() -> float:
     """CPU seconds used so far by this process and its live descendants."""
     total = time.process_time()
-    for pid in _descendants():
+    for pid in _descendants():  # (the standby's imports are not learner code)
         st = _stat(pid)
         total += st[1] if st else 0.0
     return total
@@ -85,10 +108,10 @@ def _extra_on_big_input(fn):
     return None if np.allclose(out, 2.0) else "wrong on the big input"
 
 
-@pytest.fixture(params=["fork", "thread"])
+@pytest.fixture(params=["fork", "spawn"])
 def mode(request, monkeypatch):
-    if request.param == "thread":
-        monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "thread")
+    if request.param == "spawn":
+        monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "spawn")
     else:
         monkeypatch.delenv("ATTNLIB_CHECK_WORKER", raising=False)
         if _running.fork_unsafe_reason():
@@ -98,30 +121,23 @@ def mode(request, monkeypatch):
 
 @pytest.fixture
 def toy():
-    made = []
-
-    def make(name="leak_double", **kw):
-        args = dict(name=name, chapter="02_qkv", prompt="Return 2 x.",
-                    stub='def double(x):\n    """Return 2 * x."""\n    # YOUR CODE HERE\n    raise NotImplementedError\n',
-                    reference=_double, cases=_cases, hint="Each entry doubles.",
+    yield from toys("leak_double", cases=_cases, hint="Each entry doubles.", time_limit=0.5, total_time_limit=1.2,
                     mistakes=[Mistake("plus_one", "Added one", "You returned x + 1; multiply by 2 instead.",
-                                      fn=lambda x: np.asarray(x) + 1.0)],
-                    time_limit=0.5, total_time_limit=1.2)
-        args.update(kw)
-        ex = register(Exercise(**args))
-        made.append(ex.name)
-        return ex
+                                      fn=lambda x: np.asarray(x) + 1.0)])
 
-    yield make
-    for name in made:
-        EXERCISES.pop(name, None)
+
+def _startup() -> float:
+    """Seconds a check may spend starting its worker: nothing to start for a fork; a
+    spawned worker is a new Python that imports numpy and torch (seconds on a loaded
+    2-core machine; it is started ahead, right after the previous verdict)."""
+    return 0.0 if _running.worker_mode() == "fork" else 60.0
 
 
 def _next_check_passes_at_once(name="leak_double"):
     t0 = time.perf_counter()
     r = check(name, _double)
     assert r.passed, str(r)
-    assert time.perf_counter() - t0 < 3.0
+    assert time.perf_counter() - t0 < 3.0 + _startup()
 
 
 # --------------------------------------------------------------------------- the three leaks of issue 10
@@ -161,7 +177,7 @@ def test_loop_only_the_extra_check_triggers_is_stopped_and_reported_truthfully(t
 
     t0 = time.perf_counter()
     r = check("leak_double", big_input_hangs)
-    assert time.perf_counter() - t0 < 5.0
+    assert time.perf_counter() - t0 < 5.0 + _startup()
     assert r.status == "failed" and r.details["problem"] == "timeout", str(r)
     assert "extra test" in r.message and "stopped" in r.message
     assert "background" not in r.message  # it was stopped, so the verdict must not say it still runs
@@ -169,12 +185,9 @@ def test_loop_only_the_extra_check_triggers_is_stopped_and_reported_truthfully(t
     _next_check_passes_at_once()
 
 
-def test_loop_that_swallows_every_exception_is_stopped(toy):
+def test_loop_that_swallows_every_exception_is_stopped(toy, mode):
     """Leak 3: `while True: try: step() except: pass` catches any injected exception.
-    Only a process can be killed whatever it does; the thread fallback cannot stop this
-    loop and says so (next test)."""
-    if _running.fork_unsafe_reason():
-        pytest.skip("needs the forked worker")
+    Only a process can be killed whatever it does: both worker modes are processes."""
     toy()
 
     def stubborn(x):
@@ -191,47 +204,19 @@ def test_loop_that_swallows_every_exception_is_stopped(toy):
     _next_check_passes_at_once()
 
 
-def test_thread_fallback_says_truthfully_why_a_loop_still_runs(toy, monkeypatch):
-    monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "thread")
-    toy()
-    stop = threading.Event()
-
-    def stubborn(x):
-        while not stop.is_set():  # (ends when the test is over: no leak into later tests)
-            try:
-                time.sleep(0.001)
-            except BaseException:  # noqa: BLE001 - a learner's bare except
-                pass
-        return _double(x)
-
-    try:
-        r = check("leak_double", stubborn)
-        assert r.details["problem"] == "timeout"
-        assert "background" in r.message and "bare `except:`" in r.message and "ATTNLIB_CHECK_WORKER" in r.message
-    finally:
-        stop.set()
-        deadline = time.perf_counter() + 3
-        while _running._reap_stuck() and time.perf_counter() < deadline:
-            time.sleep(0.05)
-
-
 # --------------------------------------------------------------------------- more ways to keep running
 
-def test_long_c_call_is_killed_with_the_worker(toy):
-    if _running.fork_unsafe_reason():
-        pytest.skip("threads cannot stop a C call")
+def test_long_c_call_is_killed_with_the_worker(toy, mode):
     toy(time_limit=0.3)
     t0 = time.perf_counter()
     r = check("leak_double", lambda x: time.sleep(30))
     assert r.details["problem"] == "timeout" and "background" not in r.message
-    assert time.perf_counter() - t0 < 3.0
-    assert not _descendants() and not _running._STUCK
+    assert time.perf_counter() - t0 < 3.0 + _startup()
+    assert not _descendants(), _describe(_descendants())
     _next_check_passes_at_once()
 
 
-def test_a_thread_started_by_the_learner_dies_with_the_worker(toy):
-    if _running.fork_unsafe_reason():
-        pytest.skip("needs the forked worker")
+def test_a_thread_started_by_the_learner_dies_with_the_worker(toy, mode):
     toy()
 
     def leaves_a_spinner(x):
@@ -249,14 +234,12 @@ def test_no_worker_process_survives_any_verdict(toy):
     toy()
     for fn in (_double, lambda x: x + 1.0, lambda x: 1 / 0):
         check("leak_double", fn)
-        assert not _descendants()
+        assert not _descendants(), _describe(_descendants())
 
 
 # --------------------------------------------------------------------------- crashes and odd exceptions
 
-def test_a_segfault_kills_the_worker_not_the_kernel(toy):
-    if _running.fork_unsafe_reason():
-        pytest.skip("needs the forked worker")
+def test_a_segfault_kills_the_worker_not_the_kernel(toy, mode):
     toy()
 
     def segfault(x):
@@ -269,9 +252,7 @@ def test_a_segfault_kills_the_worker_not_the_kernel(toy):
     _next_check_passes_at_once()
 
 
-def test_os_exit_is_a_crash_not_the_end_of_the_kernel(toy):
-    if _running.fork_unsafe_reason():
-        pytest.skip("needs the forked worker")
+def test_os_exit_is_a_crash_not_the_end_of_the_kernel(toy, mode):
     toy()
     r = check("leak_double", lambda x: os._exit(3))
     assert r.details["problem"] == "crashed" and "status 3" in r.message
@@ -294,7 +275,7 @@ def test_raising_the_recursion_limit_cannot_crash_the_kernel(toy, mode):
 
 
 def test_an_exception_whose_str_raises_is_the_learners_error_not_a_checker_bug(toy, mode):
-    toy()
+    toy(time_limit=10.0, total_time_limit=20.0)  # not about time: a loaded machine must not make it a time-out
 
     class Weird(Exception):
         def __str__(self):
@@ -344,9 +325,7 @@ def test_torch_works_in_the_worker_after_the_parent_used_its_thread_pool():
     assert ref is EXERCISES["attention"].reference
 
 
-def test_side_effects_stay_in_the_worker(toy):
-    if _running.fork_unsafe_reason():
-        pytest.skip("needs the forked worker")
+def test_side_effects_stay_in_the_worker(toy, mode):
     toy()
     seen = []
 
@@ -380,6 +359,7 @@ def test_an_import_inside_the_function_is_watched_too():
     assert out.stdout.split() == ["library_shortcut", "torch.softmax"], out.stdout
 
 
+@pytest.mark.slow  # starts a Jupyter kernel
 def test_interrupting_a_check_in_a_real_jupyter_kernel_leaves_nothing_running():
     """The same as leak 1, through a real ipykernel and its interrupt (the stop button)."""
     jc = pytest.importorskip("jupyter_client.manager")

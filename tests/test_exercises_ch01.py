@@ -231,3 +231,82 @@ def test_layers_needed_log_formula_for_plain_layers_is_named():
 
     r = check("layers_needed", always_log)
     assert not r.passed and r.mistake == "log_for_plain" and "k - 1 per layer" in r.message
+
+
+# --------------------------------------------------------------------------- cases that vary per check (issue 20)
+
+from attnlib.exercises import EXERCISES  # noqa: E402
+from exercise_catalogue import asked_twice, catalogue_problems, passes_every_seed  # noqa: E402
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_catalogue_holds_on_every_draw_of_the_cases(name):
+    problems = catalogue_problems(EXERCISES[name])
+    assert not problems, problems[:5]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_every_draw_keeps_the_float_log_trap_and_both_kinds_of_plain_case(seed):
+    cases = EXERCISES["layers_needed"].all_cases(seed)
+    plain = [(c.args[0], c.args[1]) for c in cases if not c.kwargs and c.args[0] > 2]
+    assert any((n - 1) % (k - 1) == 0 and k > 2 for n, k in plain)   # the window covers exactly n
+    assert any((n - 1) % (k - 1) != 0 for n, k in plain)             # a fraction of a layer
+    trap = [c for c in cases if "logarithm" in c.label][0]
+    n, k, b = *trap.args, trap.kwargs["dilation_base"]
+    assert math.ceil(math.log(1 + (n - 1) * (b - 1) / (k - 1), b)) != layers_needed_reference(n, k, b)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_large_score_case_breaks_a_naive_exp_and_a_global_max_on_every_draw(seed):
+    ex = EXERCISES["soft_lookup"]
+    big = [c for c in ex.all_cases(seed) if c.label.startswith("large scores")][0]
+    with np.errstate(all="ignore"):
+        for key in ("naive_exp", "global_max"):
+            assert np.isnan(ex.mistake(key).fn(*big.args)).any(), key
+
+
+def test_the_1d_textbook_softmax_on_the_score_matrix_is_whole_array():
+    def textbook(query, keys, values):
+        e = np.exp(query @ keys.T)
+        return e / np.sum(e) @ values
+    assert check("soft_lookup", textbook).mistake == "whole_array"
+
+
+def test_a_floor_plus_one_ceiling_is_named_strict_and_the_fix_shows_the_ceiling_when_asked():
+    def floor_plus_one(n, kernel_size, dilation_base=1):
+        if dilation_base == 1:
+            return (n - 1) // (kernel_size - 1) + 1
+        return layers_needed_reference(n, kernel_size, dilation_base)
+    r, shown = asked_twice("layers_needed", floor_plus_one)
+    assert r.mistake == "strict" and "ceil((n - 1) / (k - 1))" in shown
+
+
+def test_soft_lookup_float32_torch_passes_on_every_draw():
+    def f32(query, keys, values):
+        q, k, v = (torch.as_tensor(a, dtype=torch.float32) for a in (query, keys, values))
+        s = q @ k.T
+        return torch.softmax(s - s.amax(-1, keepdim=True), -1) @ v
+    # torch.softmax is fine here: soft_lookup's answer is the whole lookup, not the softmax
+    assert not passes_every_seed(EXERCISES["soft_lookup"], f32, seeds=range(10))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
+    ex = EXERCISES[name]
+    assert len(ex.hints) >= 2 and ex.hints[0] != ex.hint
+    for m in ex.mistakes:
+        assert m.fix and m.fix not in m.message, m.key
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(NAMES)
+    assert not missing, missing[:5]
+
+
+def test_no_code_in_a_level_one_message_passes():
+    """Level 1 names the mistake and the idea; run as an answer, none of its code passes."""
+    from attnlib.exercises import EXERCISES as registered
+    from exercise_catalogue import passing_code_in_level_one
+    for name in NAMES:
+        assert not passing_code_in_level_one(registered[name]), name

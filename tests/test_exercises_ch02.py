@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from attnlib.exercises import EXERCISES, check
 from attnlib.exercises.ch02_qkv import attention_reference, cross_attention_reference, softmax_reference
+from exercise_catalogue import asked_twice, catalogue_problems, passes_every_seed
 
 
 # --------------------------------------------------------------------------- softmax: correct styles
@@ -81,8 +82,9 @@ def test_missing_keepdims_is_named_even_though_it_raises_on_non_square_input():
     def softmax(x, axis=-1):
         e = np.exp(x - np.max(x, axis=axis))
         return e / np.sum(e, axis=axis)
-    r = check("softmax", softmax)
-    assert r.mistake == "forgot_keepdims" and "keepdims=True" in r.message
+    r, shown = asked_twice("softmax", softmax)
+    assert r.mistake == "forgot_keepdims" and "keepdims=True" in shown
+    assert "keepdims=True" not in r.message  # level 1 names the idea; the code comes when asked
 
 
 def test_global_max_message_explains_the_underflow():
@@ -243,8 +245,8 @@ def test_two_d_only_code_with_dot_T_is_transpose_all_axes():
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
         return softmax_reference(scores) @ v
-    r = check("attention", attention)
-    assert r.mistake == "transpose_all_axes" and "swapaxes" in r.message
+    r, shown = asked_twice("attention", attention)
+    assert r.mistake == "transpose_all_axes" and "swapaxes" in shown
 
 
 def test_mask_multiplied_into_the_weights_is_mask_after_softmax():
@@ -359,8 +361,8 @@ def test_weights_transposed_in_the_learners_own_words_is_named():
         weights = softmax_reference(scores, axis=-1)
         return weights.T @ v
 
-    r = check("attention", attention_weights_T)
-    assert r.mistake == "weights_transposed" and "weights @ v" in r.message
+    r, shown = asked_twice("attention", attention_weights_T)
+    assert r.mistake == "weights_transposed" and "weights @ v" in shown
 
 
 @pytest.mark.parametrize("name", ["soft_lookup", "layers_needed", "softmax", "attention", "cross_attention",
@@ -388,16 +390,16 @@ def test_cross_attention_with_w_k_and_w_v_swapped_is_named_although_it_mostly_ra
     def swapped(x, y, w_q, w_k, w_v):
         return attention_reference(x @ w_q, y @ w_v, y @ w_k)
 
-    r = check("cross_attention", swapped)
-    assert not r.passed and r.mistake == "projections_swapped" and "K = y @ w_k" in r.message
+    r, shown = asked_twice("cross_attention", swapped)
+    assert not r.passed and r.mistake == "projections_swapped" and "K = y @ w_k" in shown
 
 
 def test_cross_attention_with_unprojected_values_is_named():
     def raw_values(x, y, w_q, w_k, w_v):
         return attention_reference(x @ w_q, y @ w_k, y)
 
-    r = check("cross_attention", raw_values)
-    assert not r.passed and r.mistake == "values_not_projected" and "V = y @ w_v" in r.message
+    r, shown = asked_twice("cross_attention", raw_values)
+    assert not r.passed and r.mistake == "values_not_projected" and "V = y @ w_v" in shown
 
 
 def test_boolean_indexing_with_a_shared_mask_is_named_not_a_bare_index_error():
@@ -408,8 +410,8 @@ def test_boolean_indexing_with_a_shared_mask_is_named_not_a_bare_index_error():
         w = np.exp(s - s.max(-1, keepdims=True))
         return w / w.sum(-1, keepdims=True) @ v
 
-    r = check("attention", bool_index)
-    assert not r.passed and r.mistake == "bool_index_no_broadcast" and "np.where" in r.message
+    r, shown = asked_twice("attention", bool_index)
+    assert not r.passed and r.mistake == "bool_index_no_broadcast" and "np.where" in shown
 
 
 def test_boolean_indexing_after_broadcasting_the_mask_passes():
@@ -421,3 +423,145 @@ def test_boolean_indexing_after_broadcasting_the_mask_passes():
         return w / w.sum(-1, keepdims=True) @ v
 
     assert check("attention", bool_index_broadcast).passed
+
+
+# --------------------------------------------------------------------------- cases that vary per check (issue 20)
+
+@pytest.mark.parametrize("name", ["softmax", "attention", "cross_attention"])
+def test_catalogue_holds_on_every_draw_of_the_cases(name):
+    """Each mistake differs from the reference, and is recognised as itself, on 20 draws."""
+    problems = catalogue_problems(EXERCISES[name])
+    assert not problems, problems[:5]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 123])
+def test_references_match_torch_on_other_draws(seed):
+    for c in EXERCISES["attention"].all_cases(seed):
+        q, k, v = (torch.as_tensor(a) for a in c.args)
+        mask = c.kwargs.get("mask")
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else torch.as_tensor(mask))
+        np.testing.assert_allclose(attention_reference(*c.args, **c.kwargs), want.numpy(), rtol=1e-10, atol=1e-12)
+    for c in EXERCISES["softmax"].all_cases(seed):
+        want = torch.softmax(torch.as_tensor(c.args[0]), dim=c.kwargs.get("axis", -1))
+        np.testing.assert_allclose(softmax_reference(*c.args, **c.kwargs), want.numpy(), rtol=1e-12, atol=1e-300)
+
+
+def test_the_cases_change_from_one_check_to_the_next_but_keep_their_structure():
+    a, b = EXERCISES["attention"].all_cases(1), EXERCISES["attention"].all_cases(2)
+    assert [c.label for c in a] == [c.label for c in b]
+    assert [np.shape(x) for c in a for x in c.args] == [np.shape(x) for c in b for x in c.args]
+    assert not np.array_equal(a[0].args[0], b[0].args[0])
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_large_score_cases_overflow_a_naive_exp_on_every_draw(seed):
+    for name in ("attention", "cross_attention"):
+        big = [c for c in EXERCISES[name].all_cases(seed) if c.label.startswith("large scores")]
+        assert big
+        for c in big:
+            with np.errstate(all="ignore"):
+                naive = EXERCISES[name].mistake("softmax_overflow").fn(*c.args, **c.kwargs)
+            assert np.isnan(naive).any(), (name, c.label)
+    rows = [c for c in EXERCISES["softmax"].all_cases(seed) if "1000" in c.label]
+    with np.errstate(all="ignore"):
+        assert all(np.isnan(EXERCISES["softmax"].mistake("no_max_subtraction").fn(*c.args, **c.kwargs)).any()
+                   for c in rows)
+
+
+# --------------------------------------------------------------------------- whole-array operations (issue 20)
+
+def attention_pair_loop(q, k, v, mask=None):
+    """A loop over (query, key) pairs with vector dot products: correct, but 4 M Python steps."""
+    q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
+    *batch, L, E = q.shape
+    S = k.shape[-2]
+    allowed = np.ones((*batch, L, S), bool) if mask is None else np.broadcast_to(mask, (*batch, L, S))
+    scores = np.full((*batch, L, S), -np.inf)
+    for b in np.ndindex(*batch):
+        for i in range(L):
+            for j in range(S):
+                if allowed[b][i, j]:
+                    scores[b][i, j] = q[b][i] @ k[b][j] / math.sqrt(E)
+    return softmax_reference(scores) @ v
+
+
+def test_a_doubly_nested_loop_is_too_slow_for_attention():
+    r = check("attention", attention_pair_loop)
+    assert r.status == "failed" and r.mistake == "python_loops", str(r)
+    assert "query rows" in r.message  # the way out that is fine
+
+
+def test_the_perf_case_is_millions_of_pairs():
+    L, S = (EXERCISES["attention"].perf_case.args[i].shape[0] for i in (0, 1))
+    assert L * S >= 4_000_000
+
+
+# --------------------------------------------------------------------------- more wrong answers, written independently
+
+def test_scores_used_as_weights_are_named():
+    def no_softmax(q, k, v, mask=None):
+        s = torch.as_tensor(q) @ torch.as_tensor(k).mT / q.shape[-1] ** 0.5
+        return s @ torch.as_tensor(v)
+    assert check("attention", no_softmax).mistake == "no_softmax"
+
+
+def test_bool_mask_added_to_the_scores_is_named():
+    def added(q, k, v, mask=None):
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        if mask is not None:
+            s = s + mask
+        return softmax_reference(s) @ v
+    assert check("attention", added).mistake == "bool_mask_added"
+
+
+def test_scores_multiplied_by_the_mask_are_zero_fill():
+    def times_mask(q, k, v, mask=None):
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        return softmax_reference(s if mask is None else s * mask) @ v
+    assert check("attention", times_mask).mistake == "mask_fill_zero"
+
+
+def test_the_textbook_softmax_without_max_on_arrays_is_whole_array():
+    r = check("softmax", lambda x, axis=-1: np.exp(x) / np.sum(np.exp(x)))
+    assert r.mistake == "whole_array", r.message
+
+
+def test_cross_attention_with_a_naive_softmax_is_named_on_large_scores():
+    def naive(x, y, w_q, w_k, w_v):
+        s = torch.as_tensor(x @ w_q) @ torch.as_tensor(y @ w_k).T / w_q.shape[1] ** 0.5
+        e = s.exp()
+        return (e / e.sum(-1, keepdim=True)) @ torch.as_tensor(y @ w_v)
+    r = check("cross_attention", naive)
+    assert r.mistake == "softmax_overflow", r.message
+
+
+def attention_float32_torch(q, k, v, mask=None):
+    return attention_torch_manual(*(torch.as_tensor(a, dtype=torch.float32) for a in (q, k, v)), mask)
+
+
+@pytest.mark.parametrize("name,fn", [("attention", attention_float32_torch), ("softmax", softmax_float32_torch),
+                                     ("cross_attention", cross_torch)])
+def test_float32_answers_pass_on_every_draw(name, fn):
+    assert not passes_every_seed(EXERCISES[name], fn, seeds=range(10))
+
+
+@pytest.mark.parametrize("name", ["softmax", "attention", "cross_attention"])
+def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
+    ex = EXERCISES[name]
+    assert len(ex.hints) >= 2 and ex.hints[0] != ex.hint
+    for m in ex.mistakes:
+        assert m.fix and m.fix not in m.message, m.key
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(["softmax", "attention", "cross_attention"])
+    assert not missing, missing[:5]
+
+
+def test_no_code_in_a_level_one_message_passes():
+    """Level 1 names the mistake and the idea; run as an answer, none of its code passes."""
+    from attnlib.exercises import EXERCISES as registered
+    from exercise_catalogue import passing_code_in_level_one
+    for name in ["softmax", "attention", "cross_attention"]:
+        assert not passing_code_in_level_one(registered[name]), name

@@ -66,7 +66,7 @@ def test_dot_product_variance_catalogue_is_not_the_reference():
     # every mistake differs from the reference on at least one case (honest catalogue)
     ex = EXERCISES["dot_product_variance"]
     for m in ex.mistakes:
-        assert any(not np.isclose(m.fn(*c.args), ex.reference(*c.args), rtol=ex.rtol) for c in ex.cases()), m.key
+        assert any(not np.isclose(m.fn(*c.args), ex.reference(*c.args), rtol=ex.rtol) for c in ex.all_cases()), m.key
 
 
 # --------------------------------------------------------------------------- softmax_jacobian
@@ -85,7 +85,7 @@ def test_softmax_jacobian_reference_matches_autograd(shape):
 
 
 def test_softmax_jacobian_every_case_matches_autograd():
-    for c in EXERCISES["softmax_jacobian"].cases():
+    for c in EXERCISES["softmax_jacobian"].all_cases():
         np.testing.assert_allclose(softmax_jacobian_reference(*c.args), _autograd_jacobian(*c.args),
                                    rtol=1e-9, atol=1e-12)
 
@@ -176,3 +176,77 @@ def test_softmax_jacobian_with_every_sign_flipped_is_named():
 
     r = check("softmax_jacobian", flipped)
     assert not r.passed and r.mistake == "negated" and "positive" in r.message
+
+
+# --------------------------------------------------------------------------- cases that vary per check (issue 20)
+
+from exercise_catalogue import asked_twice, catalogue_problems, passes_every_seed  # noqa: E402
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_catalogue_holds_on_every_draw_of_the_cases(name):
+    problems = catalogue_problems(EXERCISES[name])
+    assert not problems, problems[:5]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_softmax_jacobian_matches_autograd_on_other_draws(seed):
+    for c in EXERCISES["softmax_jacobian"].all_cases(seed):
+        np.testing.assert_allclose(softmax_jacobian_reference(*c.args), _autograd_jacobian(*c.args),
+                                   rtol=1e-9, atol=1e-12)
+
+
+def test_a_constant_q_and_k_have_variance_exactly_zero():
+    # the expanded formula cannot round below 0 (the factored one gives -1e-15, and sqrt of that is complex)
+    for seed in range(20):
+        c = [c for c in EXERCISES["dot_product_variance"].all_cases(seed) if c.args[2] == c.args[4] == 0][0]
+        assert dot_product_variance_reference(*c.args) == 0.0
+
+
+def test_sigma_product_without_squares_is_sigma_as_variance():
+    r, shown = asked_twice("dot_product_variance", lambda d_k, mu_q, sigma_q, mu_k, sigma_k: d_k * sigma_q * sigma_k)
+    assert r.mistake == "sigma_as_variance" and "sigma_q**2" in shown
+
+
+def test_softmax_jacobian_as_a_vector_of_p_one_minus_p_is_elementwise():
+    def vector(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        p = e / e.sum(-1, keepdims=True)
+        return p * (1 - p)
+    assert check("softmax_jacobian", vector).mistake == "elementwise"
+
+
+def test_float32_answers_pass_on_every_draw():
+    def jac32(x):
+        p = torch.softmax(torch.as_tensor(x, dtype=torch.float32), -1)
+        return torch.diag_embed(p) - p[..., :, None] * p[..., None, :]
+
+    def var32(d_k, mu_q, sigma_q, mu_k, sigma_k):
+        t = torch.tensor([mu_q, sigma_q, mu_k, sigma_k], dtype=torch.float32)
+        mq, sq, mk, sk = t
+        return d_k * ((sq**2 + mq**2) * (sk**2 + mk**2) - (mq * mk) ** 2)
+
+    assert not passes_every_seed(EXERCISES["softmax_jacobian"], jac32, seeds=range(10))
+    assert not passes_every_seed(EXERCISES["dot_product_variance"], var32, seeds=range(10))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
+    ex = EXERCISES[name]
+    assert len(ex.hints) >= 2 and ex.hints[0] != ex.hint
+    for m in ex.mistakes:
+        assert m.fix and m.fix not in m.message, m.key
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(NAMES)
+    assert not missing, missing[:5]
+
+
+def test_no_code_in_a_level_one_message_passes():
+    """Level 1 names the mistake and the idea; run as an answer, none of its code passes."""
+    from attnlib.exercises import EXERCISES as registered
+    from exercise_catalogue import passing_code_in_level_one
+    for name in NAMES:
+        assert not passing_code_in_level_one(registered[name]), name

@@ -93,7 +93,11 @@ def ms_global_max_loops(scores, mask):  # one maximum over every allowed score o
     (lambda s, m: torch.softmax(torch.where(t(m), t(s), torch.finfo(torch.float64).min), -1), "finite_fill"),
     (lambda s, m: ms_torch_nan_to_num(s, ~t(m)), "true_means_blocked"),
     (lambda s, m: torch.softmax(t(s) * t(m), -1), "zero_fill"),
-    (lambda s, m: (lambda e: e / e.sum(-1, keepdim=True))(torch.exp(t(s)) * t(m)), "no_max_subtraction"),
+    # exp of every score times the mask: a blocked exp(800) = inf times 0 is NaN (issue 20: it was
+    # reported as "no max subtraction", whose message does not name the 0 x inf)
+    (lambda s, m: (lambda e: e / e.sum(-1, keepdim=True))(torch.exp(t(s)) * t(m)), "exp_times_mask"),
+    (lambda s, m: (lambda e: e / torch.where(e.sum(-1, keepdim=True) > 0, e.sum(-1, keepdim=True), 1.0))(
+        torch.exp(t(s).masked_fill(~t(m), float("-inf")))), "no_max_subtraction"),
     (lambda s, m: ms_torch_nan_to_num(t(s).expand(torch.broadcast_shapes(t(s).shape, t(m).shape)).mT,
                                       t(m).expand(torch.broadcast_shapes(t(s).shape, t(m).shape)).mT).mT,
      "softmax_over_queries"),
@@ -102,7 +106,8 @@ def ms_global_max_loops(scores, mask):  # one maximum over every allowed score o
     (lambda s, m: (lambda e: e / torch.where(e.sum(-1, keepdim=True) > 0, e.sum(-1, keepdim=True), 1.0))(
         torch.exp(t(s) - t(s).amax(-1, keepdim=True)) * t(m)), "max_includes_blocked"),
     (lambda s, m: ms_global_max_loops(s, m), "global_max"),
-], ids=["after", "renorm", "inf", "1e9", "finfo_min", "inverted", "times_mask", "exp_overflow", "axis",
+], ids=["after", "renorm", "inf", "1e9", "finfo_min", "inverted", "times_mask", "exp_times_mask", "exp_overflow",
+        "axis",
         "renorm_clamped", "max_over_all_keys", "global_max"])
 def test_masked_softmax_mistakes_written_in_torch_are_named(fn, key):
     res = check("masked_softmax", fn)
@@ -130,9 +135,10 @@ def test_masked_softmax_hint_does_not_hand_over_the_code():
     assert "np.where" not in hint and "-np.inf" not in hint and "def " not in hint
 
 
-@pytest.mark.parametrize("i", range(7))
-def test_masked_softmax_reference_matches_attnlib_and_torch_sdpa(i):
-    case = EXERCISES["masked_softmax"].all_cases()[i]
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("i", range(8))
+def test_masked_softmax_reference_matches_attnlib_and_torch_sdpa(i, seed):
+    case = EXERCISES["masked_softmax"].all_cases(seed)[i]
     ref = EXERCISES["masked_softmax"].reference(*case.args)
     np.testing.assert_allclose(ref, al.masked_softmax(*case.args), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(ref, ms_sdpa_identity(*case.args).numpy(), rtol=1e-12, atol=1e-15)
@@ -212,3 +218,94 @@ def test_packed_reference_is_each_document_alone(doc_lengths, n_pad):
         np.testing.assert_allclose(out[s], alone, rtol=1e-12, atol=1e-12)
         start += L
     assert np.all(out[start:] == 0)  # padding queries attend to nothing
+
+
+# --- cases that vary per check, new mistakes, the ladder (issue 20) ------------------------
+
+from exercise_catalogue import asked_twice, catalogue_problems, passes_every_seed  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["masked_softmax", "packed_causal_mask"])
+def test_catalogue_holds_on_every_draw_of_the_cases(name):
+    problems = catalogue_problems(EXERCISES[name])
+    assert not problems, problems[:5]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_every_draw_has_the_traps(seed):
+    cases = EXERCISES["masked_softmax"].all_cases(seed)
+    shapes = [np.broadcast_shapes(np.shape(c.args[0]), np.shape(c.args[1])) for c in cases]
+    masks = [np.broadcast_to(c.args[1], sh) for c, sh in zip(cases, shapes)]
+    assert sum(not m.any(-1).all() for m in masks) >= 3                    # rows with nothing allowed
+    assert any(np.where(m, -np.inf, c.args[0]).max() > 700 for c, m in zip(cases, masks))  # exp(blocked) = inf
+    assert any(np.where(m, c.args[0], -np.inf).max() > 700 for c, m in zip(cases, masks))  # exp(allowed) = inf
+    # a fully masked row and large scores in one case
+    assert any((~m).all(-1).any() and np.abs(c.args[0]).max() > 700 for c, m in zip(cases, masks))
+
+
+def test_exp_of_the_scores_times_the_mask_is_told_about_zero_times_infinity():
+    def exp_times_mask(scores, mask):
+        top = np.where(mask, scores, -1e9).max(-1, keepdims=True)
+        e = np.exp(scores - top) * mask            # a blocked exp(800) = inf, times 0
+        return e / e.sum(-1, keepdims=True)
+    r, shown = asked_twice("masked_softmax", exp_times_mask)
+    assert r.mistake == "exp_times_mask" and "0 × ∞" in r.message
+    assert "np.exp(scores) * mask" in shown
+
+
+def test_the_nan_messages_list_zero_times_infinity():
+    ex = EXERCISES["masked_softmax"]
+    assert "0 × ∞" in ex.mistake("minus_inf_without_guard").message
+    assert "0 × ∞" in ex.mistake("exp_times_mask").message
+
+
+def test_minus_1e9_then_zeroing_the_blocked_weights_is_correct():
+    def fill_then_zero(scores, mask):
+        s = np.where(mask, scores, -1e9)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True) * mask  # an empty row: uniform, then zeroed
+    assert check("masked_softmax", fill_then_zero).passed
+
+
+def packed_one_row(doc_ids):  # n = len(doc_ids) and axes from the front: breaks on a batch
+    d = np.asarray(doc_ids)
+    n = len(d)
+    causal = np.tril(np.ones((n, n), dtype=bool))
+    return causal & (d[:, None] == d[None, :]) & (d[None, :] >= 0)
+
+
+def test_a_packed_mask_for_one_row_only_is_named():
+    r, shown = asked_twice("packed_causal_mask", packed_one_row)
+    assert r.mistake == "one_row_only" and "shape[-1]" in shown
+
+
+def test_packed_loops_pass_on_every_draw():
+    assert not passes_every_seed(EXERCISES["packed_causal_mask"], packed_loops, seeds=range(10))
+    assert not passes_every_seed(EXERCISES["masked_softmax"], ms_float32, seeds=range(10))
+
+
+@pytest.mark.parametrize("name", ["masked_softmax", "packed_causal_mask"])
+def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
+    ex = EXERCISES[name]
+    assert len(ex.hints) >= 2 and ex.hints[0] != ex.hint
+    for m in ex.mistakes:
+        assert m.fix and m.fix not in m.message, m.key
+
+
+def test_attention_with_identity_keys_is_refused_as_the_library_answer():
+    res = check("masked_softmax", ms_sdpa_identity)
+    assert res.mistake == "library_shortcut", res.message
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(["masked_softmax", "packed_causal_mask"])
+    assert not missing, missing[:5]
+
+
+def test_no_code_in_a_level_one_message_passes():
+    """Level 1 names the mistake and the idea; run as an answer, none of its code passes."""
+    from attnlib.exercises import EXERCISES as registered
+    from exercise_catalogue import passing_code_in_level_one
+    for name in ["masked_softmax", "packed_causal_mask"]:
+        assert not passing_code_in_level_one(registered[name]), name

@@ -240,3 +240,69 @@ def test_head_scores_reference_has_unit_variance_at_every_head_width():
         scores = EXERCISES["head_scores"].reference(x, eye, eye, h)  # (h, 400, 400)
         off = scores[..., :200, 200:]  # queries 0..199 against keys 200..399: independent
         assert abs(off.var() - 1) < 0.1, (d_model, h, off.var())
+
+
+# --- cases that vary per check, new mistakes, the ladder (issue 20) ------------------------
+
+from exercise_catalogue import asked_twice, catalogue_problems, passes_every_seed  # noqa: E402
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_catalogue_holds_on_every_draw_of_the_cases(name):
+    problems = catalogue_problems(EXERCISES[name])
+    assert not problems, problems[:5]
+
+
+def test_interleaved_heads_are_named_in_both_exercises():
+    def scores_interleaved(x, w_q, w_k, num_heads):
+        def split(t):
+            return np.moveaxis(t.reshape(*t.shape[:-1], -1, num_heads), -1, -3)   # column c -> head c % h
+        return split(x @ w_q) @ np.swapaxes(split(x @ w_k), -1, -2) / np.sqrt(x.shape[-1] // num_heads)
+
+    r, shown = asked_twice("head_scores", scores_interleaved)
+    assert r.mistake == "interleaved_columns" and "(..., n, h, d_head)" in shown
+
+
+def test_a_naive_softmax_in_multi_head_attention_is_named_on_the_large_score_case():
+    def naive(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
+        d_head = x.shape[-1] // num_heads
+        q, k, v = (split_loop(x @ w, num_heads) for w in (w_q, w_k, w_v))
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(d_head)
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        e = np.exp(s)
+        heads = e / e.sum(-1, keepdims=True) @ v
+        return np.concatenate(list(np.moveaxis(heads, -3, 0)), axis=-1) @ w_o
+
+    assert check("multi_head_attention", naive).mistake == "softmax_overflow"
+
+
+def test_split_heads_is_exact_and_float32_answers_pass_the_other_two():
+    assert EXERCISES["split_heads"].rtol == EXERCISES["split_heads"].atol == 0.0
+    assert not passes_every_seed(EXERCISES["multi_head_attention"], mha_torch_float32, seeds=range(10))
+
+    def scores_f32(x, w_q, w_k, num_heads):
+        return scores_torch(*(torch.as_tensor(a, dtype=torch.float32) for a in (x, w_q, w_k)), num_heads)
+    assert not passes_every_seed(EXERCISES["head_scores"], scores_f32, seeds=range(10))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
+    ex = EXERCISES[name]
+    assert len(ex.hints) >= 2 and ex.hints[0] != ex.hint
+    for m in ex.mistakes:
+        assert m.fix and m.fix not in m.message, m.key
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(NAMES)
+    assert not missing, missing[:5]
+
+
+def test_no_code_in_a_level_one_message_passes():
+    """Level 1 names the mistake and the idea; run as an answer, none of its code passes."""
+    from attnlib.exercises import EXERCISES as registered
+    from exercise_catalogue import passing_code_in_level_one
+    for name in NAMES:
+        assert not passing_code_in_level_one(registered[name]), name

@@ -273,3 +273,82 @@ def _learner_out_first(kv, z, phi_q, phi_k, v):
 def test_step_mistakes_written_another_way_are_named(fn, key):
     res = check("linear_attention_step", fn)
     assert not res.passed and res.mistake == key, res.message
+
+
+# ---------------------------------------------------------------- cases that vary per check (issue 20)
+
+from exercise_catalogue import asked_twice, catalogue_problems, passes_every_seed  # noqa: E402
+
+
+@pytest.mark.parametrize("name", NAMES + ["linear_attention_step"])
+def test_catalogue_holds_on_every_draw_of_the_cases(name):
+    problems = catalogue_problems(al.exercises.EXERCISES[name])
+    assert not problems, problems[:5]
+
+
+def tiled_max_from_zero(q, k, v, block_size):
+    """The online softmax with its running maximum started at 0 (right unless every score of a
+    row lies far below 0)."""
+    q = q / math.sqrt(q.shape[1])
+    m, l, acc = np.zeros(q.shape[0]), np.zeros(q.shape[0]), np.zeros((q.shape[0], v.shape[1]))
+    for j in range(0, k.shape[0], block_size):
+        s = q @ k[j:j + block_size].T
+        m_new = np.maximum(m, s.max(1))
+        a, p = np.exp(m - m_new), np.exp(s - m_new[:, None])
+        l, acc, m = a * l + p.sum(1), a[:, None] * acc + p @ v[j:j + block_size], m_new
+    return acc / l[:, None]
+
+
+def test_a_running_maximum_that_starts_at_zero_is_named():
+    r, shown = asked_twice("tiled_attention", tiled_max_from_zero)
+    assert r.mistake == "max_starts_at_zero" and "-np.inf" in shown
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_every_draw_has_a_query_far_below_zero_and_blocks_800_apart(seed):
+    far = [c for c in al.exercises.EXERCISES["tiled_attention"].all_cases(seed) if "-1000" in c.label][0]
+    q, k = far.args[:2]
+    assert (q[0] @ k.T / math.sqrt(q.shape[1]) < -800).all()
+    merge = [c for c in al.exercises.EXERCISES["online_softmax_merge"].all_cases(seed) if "800" in c.label][0]
+    m1, m2 = merge.args[0], merge.args[3]
+    assert (m2 - m1 > 700).all()
+
+
+def merge_float32(m1, l1, acc1, m2, l2, acc2):
+    return merge_torch(*(torch.as_tensor(x, dtype=torch.float32) for x in (m1, l1, acc1, m2, l2, acc2)))
+
+
+def tiled_float32(q, k, v, block_size):
+    return tiled_torch(*(np.asarray(x, dtype=np.float32) for x in (q, k, v)), block_size)
+
+
+def step_float32(kv, z, phi_q, phi_k, v):
+    return step_torch(*(torch.as_tensor(x, dtype=torch.float32) for x in (kv, z, phi_q, phi_k, v)))
+
+
+@pytest.mark.parametrize("name,fn", [("online_softmax_merge", merge_float32), ("tiled_attention", tiled_float32),
+                                     ("linear_attention_step", step_float32)])
+def test_float32_answers_pass_on_every_draw(name, fn):
+    assert not passes_every_seed(al.exercises.EXERCISES[name], fn, seeds=range(10))
+
+
+@pytest.mark.parametrize("name", NAMES + ["linear_attention_step"])
+def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
+    ex = al.exercises.EXERCISES[name]
+    assert len(ex.hints) >= 2 and ex.hints[0] != ex.hint
+    for m in ex.mistakes:
+        assert m.fix and m.fix not in m.message, m.key
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(NAMES + ["linear_attention_step"])
+    assert not missing, missing[:5]
+
+
+def test_no_code_in_a_level_one_message_passes():
+    """Level 1 names the mistake and the idea; run as an answer, none of its code passes."""
+    from attnlib.exercises import EXERCISES as registered
+    from exercise_catalogue import passing_code_in_level_one
+    for name in NAMES + ["linear_attention_step"]:
+        assert not passing_code_in_level_one(registered[name]), name

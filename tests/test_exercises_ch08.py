@@ -171,3 +171,266 @@ def test_calling_the_library_does_not_pass(name, fn):
     # and the library is left unpatched afterwards
     assert al.causal_mask.__name__ == "causal_mask" and al.repeat_kv.__name__ == "repeat_kv"
     assert al.apply_rope.__name__ == "apply_rope"
+
+
+# --- cases that vary per check, the new mistakes, the ladder (issue 20) ---------------------
+
+import torch.nn.functional as F  # noqa: E402
+
+from attnlib.exercises.ch02_qkv import attention_reference  # noqa: E402
+from exercise_catalogue import asked_twice, catalogue_problems, passes_every_seed  # noqa: E402
+
+NAMES = ["lower_right_causal_mask", "repeat_kv", "apply_rope", "decode_step"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_catalogue_holds_on_every_draw_of_the_cases(name):
+    problems = catalogue_problems(EXERCISES[name])
+    assert not problems, problems[:5]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_every_draw_has_gaps_in_the_positions_and_more_queries_than_keys(seed):
+    rope = EXERCISES["apply_rope"].all_cases(seed)
+    assert any((np.diff(c.args[1]) > 1).any() for c in rope)
+    assert any(c.args[1][0] > 0 for c in rope)
+    masks = EXERCISES["lower_right_causal_mask"].all_cases(seed)
+    assert any(L > S for L, S in (c.args for c in masks)) and any(L == 1 for L, S in (c.args for c in masks))
+
+
+def test_positions_counted_from_the_first_one_fail_on_gaps():
+    r, shown = asked_twice("apply_rope", lambda x, p, base=10000.0: rope_complex(x, p[0] + np.arange(len(p)), base))
+    assert r.mistake == "positions_consecutive" and "positions)[:, None] * theta" in shown
+
+
+@pytest.mark.parametrize("name,fn,key", [
+    ("repeat_kv", lambda x, n: np.repeat(x, n), "flattened"),
+    ("repeat_kv", lambda x, n: torch.as_tensor(x).repeat_interleave(n), "flattened"),
+    ("repeat_kv", lambda x, n: np.broadcast_to(x[:, :, None], (x.shape[0], x.shape[1], n, *x.shape[2:])),
+     "forgot_reshape"),
+    ("repeat_kv", lambda x, n: np.stack([x] * n, axis=1).reshape(x.shape[0], -1, *x.shape[2:]), "tiled"),
+    ("lower_right_causal_mask", lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(S - L + 1), "off_by_one_future"),
+])
+def test_more_independently_written_mistakes_are_named(name, fn, key):
+    res = check(name, fn)
+    assert res.mistake == key, res.message
+
+
+def test_level_one_messages_hold_no_code_that_passes():
+    """The issue's examples: the tiled heads, the upper-left mask and the interleaved RoPE
+    messages no longer carry the fix; it comes when the learner asks."""
+    tiled = EXERCISES["repeat_kv"].mistake("tiled")
+    assert "np.repeat(x, n_rep, axis=1)" not in tiled.message and "np.repeat(x, n_rep, axis=1)" in tiled.fix
+    upper = EXERCISES["lower_right_causal_mask"].mistake("upper_left")
+    assert "k=S - L" not in upper.message and "k=S - L" in upper.fix
+    inter = EXERCISES["apply_rope"].mistake("interleaved_pairs")
+    assert "x2 cos + x1 sin" not in inter.message and "x2 * cos + x1 * sin" in inter.fix
+
+
+def test_in_place_no_longer_names_the_order_of_the_heads():
+    ex = EXERCISES["repeat_kv"]
+    texts = [ex.prompt, ex.hint, *ex.hints] + [t for m in ex.mistakes for t in (m.title, m.message, m.fix)]
+    assert not any("in place" in t for t in texts)
+
+
+# --- decode_step: one cached decode step, written by the learner ---------------------------
+
+def decode_torch(q, k, v, k_cache, v_cache):
+    q, k, v, kc, vc = (torch.as_tensor(a) for a in (q, k, v, k_cache, v_cache))
+    kc, vc = torch.cat([kc, k], dim=-2), torch.cat([vc, v], dim=-2)
+    s = q @ kc.mT / q.shape[-1] ** 0.5
+    return torch.softmax(s, dim=-1) @ vc, kc, vc
+
+
+def decode_einsum(q, k, v, k_cache, v_cache):
+    kc, vc = np.concatenate([k_cache, k], axis=2), np.concatenate([v_cache, v], axis=2)
+    s = np.einsum("nhqd,nhsd->nhqs", q, kc) / np.sqrt(q.shape[-1])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("nhqs,nhsd->nhqd", w / w.sum(-1, keepdims=True), vc), kc, vc
+
+
+def decode_with_the_learners_attention(q, k, v, k_cache, v_cache):
+    kc, vc = np.concatenate([k_cache, k], axis=-2), np.concatenate([v_cache, v], axis=-2)
+    mask = np.ones((1, kc.shape[-2]), dtype=bool)  # one query, the last position: sees every key
+    return attention_reference(q, kc, vc, mask), kc, vc
+
+
+def decode_float32(q, k, v, k_cache, v_cache):
+    return decode_torch(*(np.asarray(a, dtype=np.float32) for a in (q, k, v, k_cache, v_cache)))
+
+
+@pytest.mark.parametrize("fn", [decode_torch, decode_einsum, decode_with_the_learners_attention, decode_float32])
+def test_decode_step_correct_answers_pass(fn):
+    res = check("decode_step", fn)
+    assert res.passed, res.message
+
+
+def test_decode_step_reference_is_the_models_cached_step():
+    """The reference computes what attnlib.model's attention does with past_kv."""
+    from attnlib.model import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    attn = GPT(GPTConfig(vocab_size=16, context_length=8, num_layers=1, num_heads=2, d_model=8)).double().blocks[0].attn
+    x = torch.randn(2, 6, 8, dtype=torch.float64)
+    _, (k_cache, v_cache) = attn(x[:, :5])                # the cache after 5 tokens
+    out, (k_all, v_all) = attn(x[:, 5:], past_kv=(k_cache, v_cache))
+    q, k, v = attn.project(x[:, 5:])
+    ref_out, ref_k, ref_v = EXERCISES["decode_step"].reference(*(t.detach().numpy() for t in (q, k, v, k_cache, v_cache)))
+    np.testing.assert_allclose(ref_k, k_all.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(ref_v, v_all.detach().numpy(), atol=1e-12)
+    N, h, L, dh = ref_out.shape
+    joined = torch.as_tensor(ref_out).transpose(1, 2).reshape(N, L, h * dh) @ attn.w_o
+    np.testing.assert_allclose(joined.detach().numpy(), out.detach().numpy(), atol=1e-12)
+
+
+def decode_attend_first(q, k, v, k_cache, v_cache):
+    s = q @ np.swapaxes(k_cache, -1, -2) / np.sqrt(q.shape[-1])    # the old cache only
+    w = np.exp(s - s.max(-1, keepdims=True))
+    out = w / w.sum(-1, keepdims=True) @ v_cache
+    return out, np.concatenate([k_cache, k], axis=-2), np.concatenate([v_cache, v], axis=-2)
+
+
+def decode_torch_attend_first(q, k, v, k_cache, v_cache):
+    q, k, v, kc, vc = (torch.as_tensor(a) for a in (q, k, v, k_cache, v_cache))
+    out = torch.softmax(q @ kc.mT / q.shape[-1] ** 0.5, -1) @ vc    # empty cache: an empty softmax, zeros
+    return out, torch.cat([kc, k], -2), torch.cat([vc, v], -2)
+
+
+def decode_causal(q, k, v, k_cache, v_cache):
+    kc, vc = torch.cat([torch.as_tensor(k_cache), torch.as_tensor(k)], -2), torch.cat(
+        [torch.as_tensor(v_cache), torch.as_tensor(v)], -2)
+    q = torch.as_tensor(q)
+    s = q @ kc.mT / q.shape[-1] ** 0.5
+    s = s.masked_fill(~torch.ones(1, kc.shape[-2], dtype=torch.bool).tril(), float("-inf"))  # is_causal=True
+    return torch.softmax(s, -1) @ vc, kc, vc
+
+
+def decode_cat_default(q, k, v, k_cache, v_cache):
+    kc, vc = np.concatenate([k_cache, k]), np.concatenate([v_cache, v])    # axis 0
+    s = q @ np.swapaxes(kc, -1, -2) / np.sqrt(q.shape[-1])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return w / w.sum(-1, keepdims=True) @ vc, kc, vc
+
+
+def _attend_all(q, kc, vc, scale):
+    s = q @ np.swapaxes(kc, -1, -2) / scale
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return w / w.sum(-1, keepdims=True) @ vc
+
+
+def decode_scale_by_length(q, k, v, k_cache, v_cache):
+    kc, vc = np.concatenate([k_cache, k], axis=-2), np.concatenate([v_cache, v], axis=-2)
+    return _attend_all(q, kc, vc, np.sqrt(kc.shape[-2])), kc, vc   # sqrt(S0 + 1), not sqrt(d)
+
+
+def decode_prepend(q, k, v, k_cache, v_cache):
+    kc, vc = np.concatenate([k, k_cache], axis=-2), np.concatenate([v, v_cache], axis=-2)
+    return _attend_all(q, kc, vc, np.sqrt(q.shape[-1])), kc, vc
+
+
+def decode_only_new(q, k, v, k_cache, v_cache):
+    return v, np.concatenate([k_cache, k], axis=-2), np.concatenate([v_cache, v], axis=-2)
+
+
+def decode_caches_q(q, k, v, k_cache, v_cache):
+    return decode_einsum(q, q, v, k_cache, v_cache)
+
+
+def decode_naive_exp(q, k, v, k_cache, v_cache):
+    kc, vc = np.concatenate([k_cache, k], axis=-2), np.concatenate([v_cache, v], axis=-2)
+    e = np.exp(q @ np.swapaxes(kc, -1, -2) / np.sqrt(q.shape[-1]))
+    return e / e.sum(-1, keepdims=True) @ vc, kc, vc
+
+
+@pytest.mark.parametrize("fn,key", [
+    (decode_attend_first, "attend_before_append"), (decode_torch_attend_first, "attend_before_append"),
+    (decode_only_new, "attends_only_new"), (decode_causal, "causal_mask_on_step"),
+    (decode_prepend, "new_token_first"), (decode_cat_default, "concat_default_axis"),
+    (decode_scale_by_length, "scaled_by_cache_length"), (decode_caches_q, "caches_query"),
+    (decode_naive_exp, "softmax_overflow"),
+    (lambda q, k, v, kc, vc: decode_einsum(q, k, v, kc, vc)[0], "output_only"),
+    (lambda q, k, v, kc, vc: (decode_einsum(q, k, v, kc, vc)[0], kc, vc), "caches_not_returned"),
+], ids=lambda v: v if isinstance(v, str) else getattr(v, "__name__", "lambda"))
+def test_decode_step_mistakes_written_independently_are_named(fn, key):
+    res = check("decode_step", fn)
+    assert res.mistake == key, res.message
+
+
+def test_decode_step_refuses_the_library_attention():
+    def with_sdpa(q, k, v, k_cache, v_cache):
+        kc, vc = (torch.cat([torch.as_tensor(a), torch.as_tensor(b)], -2) for a, b in ((k_cache, k), (v_cache, v)))
+        return F.scaled_dot_product_attention(torch.as_tensor(q), kc, vc), kc, vc
+    res = check("decode_step", with_sdpa)
+    assert res.mistake == "library_shortcut", res.message
+
+
+@pytest.mark.parametrize("name,fn", [("decode_step", decode_float32), ("apply_rope", rope_torch_float32),
+                                     ("repeat_kv", repeat_broadcast)])
+def test_other_correct_answers_pass_on_every_draw(name, fn):
+    assert not passes_every_seed(EXERCISES[name], fn, seeds=range(10))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_mistake_has_a_fix_and_every_exercise_a_ladder(name):
+    ex = EXERCISES[name]
+    assert len(ex.hints) >= 2 and ex.hints[0] != ex.hint
+    for m in ex.mistakes:
+        if m.kind != "custom":
+            assert m.fix and m.fix not in m.message, m.key
+
+
+@pytest.mark.filterwarnings("ignore:Lower right causal bias")
+def test_torchs_lower_right_bias_is_refused():
+    res = check("lower_right_causal_mask", lambda L, S: causal_lower_right(L, S)._materialize())
+    assert res.mistake == "library_shortcut", res.message
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(NAMES)
+    assert not missing, missing[:5]
+
+
+def test_the_hint_ladder_walks_from_the_fix_to_the_near_solution():
+    """Level 1 with the failure, level 2 (the fix) on a second check or the first hint(),
+    then the exercise's hints, then the end of the ladder."""
+    from attnlib.exercises._hints import _LADDER, next_hint
+
+    _LADDER.pop("repeat_kv", None)  # a fresh kernel: no earlier check of repeat_kv
+    ex = EXERCISES["repeat_kv"]
+    tiled = ex.mistake("tiled")
+    r = check("repeat_kv", lambda x, n: np.tile(x, (1, n, 1, 1)))
+    assert r.mistake == "tiled" and not r.fix and tiled.fix not in str(r)
+    steps = [next_hint("repeat_kv") for _ in range(4)]
+    assert steps[0].text == tiled.fix and [s.text for s in steps[1:3]] == list(ex.hints)
+    assert steps[0].step == 1 and steps[2].step == steps[2].steps == 3
+    assert "last hint" in steps[3].text
+
+
+def test_a_failure_no_mistake_explains_starts_the_ladder_at_the_hints():
+    from attnlib.exercises._hints import next_hint
+
+    r = check("decode_step", lambda q, k, v, kc, vc: (q * 0, kc, vc))
+    assert r.mistake is None and r.hint
+    assert next_hint("decode_step").text == EXERCISES["decode_step"].hints[0]
+
+
+def test_no_code_in_a_level_one_message_passes():
+    """Level 1 names the mistake and the idea; run as an answer, none of its code passes."""
+    from attnlib.exercises import EXERCISES as registered
+    from exercise_catalogue import passing_code_in_level_one
+    for name in NAMES:
+        assert not passing_code_in_level_one(registered[name]), name
+
+
+def test_the_code_in_level_one_detector_is_not_vacuous():
+    """The message issue 20 quotes ('like np.repeat(x, n_rep, axis=1)') is caught."""
+    from dataclasses import replace
+
+    from exercise_catalogue import passing_code_in_level_one
+    ex = EXERCISES["repeat_kv"]
+    old = replace(ex.mistake("tiled"), message="Repeat each head in place, like np.repeat(x, n_rep, axis=1).")
+    assert passing_code_in_level_one(replace(ex, mistakes=[old])) == ["np.repeat(x, n_rep, axis=1)"]
+    mask = EXERCISES["lower_right_causal_mask"]
+    old = replace(mask.mistake("upper_left"), message="Use np.tril(np.ones((L, S), bool), k=S - L).")
+    assert passing_code_in_level_one(replace(mask, mistakes=[old]))

@@ -56,6 +56,7 @@ def test_every_page_and_every_source_of_printed_text_has_a_catalogue():
     assert len(domains) >= 17  # attnlib + 8 exercise modules + 8 chapters
 
 
+@pytest.mark.system  # msgfmt: Debian's gettext
 @pytest.mark.parametrize("po", CATALOGUES, ids=_id)
 def test_msgfmt_every_message_translated_none_fuzzy(po):
     msgfmt = shutil.which("msgfmt")
@@ -100,6 +101,7 @@ def test_attnlib_catalogues_hold_every_message_the_code_shows():
     assert not problems, "\n".join(problems) + "\nRun `make update-po` and translate the new entries."
 
 
+@pytest.mark.slow  # a Sphinx build
 def test_book_catalogues_hold_every_paragraph_of_the_book(tmp_path):
     """Sphinx's gettext builder on the current sources (notebooks not executed, ~15 s):
     every message of every page is in that page's catalogue, and nothing obsolete is."""
@@ -238,6 +240,7 @@ def test_language_from_the_environment():
     assert lang == "zh" and re.search(r"[\u4e00-\u9fff]", text), out.stdout
 
 
+@pytest.mark.system  # a CJK font (Debian's fonts-wqy-microhei)
 @pytest.mark.filterwarnings("error:Glyph:UserWarning")  # a CJK font draws the Chinese
 def test_quiz_and_explorer_speak_chinese(monkeypatch):
     """A quiz and an explorer of chapter 2, built in Chinese (strict): every word shown
@@ -275,6 +278,7 @@ def test_quiz_and_explorer_speak_chinese(monkeypatch):
         al.set_language("en")
 
 
+@pytest.mark.system  # a CJK font (Debian's fonts-wqy-microhei)
 def test_chinese_figures_have_a_cjk_font():
     pytest.importorskip("matplotlib")
     name = i18n.use_cjk_font()
@@ -323,6 +327,7 @@ msgstr "应为 {want}，得到的却是单个数"
     assert al.tr("expected (3, 4), got (4, 3)") == "应为 (3, 4)，得到 (4, 3)"
 
 
+@pytest.mark.system  # a CJK font (Debian's fonts-wqy-microhei)
 @pytest.mark.filterwarnings("error:Glyph:UserWarning")  # a CJK font draws the Chinese
 def test_a_figure_redrawn_after_ax_clear_is_translated_again(monkeypatch):
     """Live curves redraw the same axes (ax.clear() keeps the axis-label objects): every
@@ -347,6 +352,7 @@ def test_a_figure_redrawn_after_ax_clear_is_translated_again(monkeypatch):
         al.set_language("en")
 
 
+@pytest.mark.system  # a CJK font (Debian's fonts-wqy-microhei)
 @pytest.mark.filterwarnings("error:Glyph:UserWarning")  # a CJK font draws the Chinese
 def test_tick_labels_given_as_text_are_translated_when_catalogued(monkeypatch):
     """Bar names (ax.set_xticks(..., labels=...)) are translated at every draw; labels

@@ -186,6 +186,7 @@ def test_seeded_model_is_deterministic():
     torch.testing.assert_close(small(mlp=True)(idx), small(mlp=True)(idx), rtol=0, atol=0)
 
 
+@pytest.mark.slow  # ~10 s of training
 def test_short_training_run_reduces_the_loss():
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=16, context_length=16, num_layers=2, num_heads=2, d_model=32))
@@ -218,3 +219,33 @@ def test_attention_module_rejects_nothing_it_should_accept():
     attn = CausalSelfAttention(GPTConfig(d_model=8, num_heads=2))
     out, (k, v) = attn(torch.randn(1, 1, 8))
     assert out.shape == (1, 1, 8) and k.shape == (1, 2, 1, 4)
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=str)
+def test_models_stacked_under_vmap_equal_each_model_alone(kw):
+    """attnlib.train.train_seeds runs the model under torch.func.vmap, one weight set per seed."""
+    models = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        models.append(GPT(GPTConfig(**{**dict(vocab_size=11, context_length=16, num_layers=2, num_heads=4,
+                                                d_model=32), **kw})).double())
+    params, buffers = torch.func.stack_module_state(models)
+    base = GPT(models[0].cfg).double().to("meta")
+    idx = torch.randint(11, (3, 2, 9))                              # (seeds, N, L): one batch per seed
+    logits = torch.func.vmap(lambda p, b, x: torch.func.functional_call(base, (p, b), (x,)))(params, buffers, idx)
+    for s, m in enumerate(models):
+        torch.testing.assert_close(logits[s], m(idx[s]), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mask", ["causal", "bool", "float", "weights"])
+def test_attention_under_vmap_equals_the_unbatched_call(mask):
+    q, k, v = (torch.randn(4, 2, 3, 6, 8, dtype=torch.float64) for _ in range(3))  # (vmap dim, N, h, L, E)
+    keep = torch.rand(6, 6, generator=torch.Generator().manual_seed(0)) > 0.3
+    keep[:, 0] = True
+    kwargs = {"causal": dict(is_causal=True), "bool": dict(attn_mask=keep),
+              "float": dict(attn_mask=torch.zeros(6, 6, dtype=torch.float64).masked_fill(~keep, -torch.inf)),
+              "weights": dict(is_causal=True, return_weights=True)}[mask]
+    batched = torch.func.vmap(lambda q, k, v: al.scaled_dot_product_attention(q, k, v, **kwargs))(q, k, v)
+    alone = al.scaled_dot_product_attention(q, k, v, **kwargs)
+    for a, b in zip(batched if mask == "weights" else [batched], alone if mask == "weights" else [alone]):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

@@ -373,6 +373,21 @@ def test_each_exercise_has_a_stub_and_a_hidden_solution_under_its_own_name(path)
     assert names, f"{path.name}: no exercise stubs found"
 
 
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_stub_cells_show_the_registered_stub(path):
+    """What the learner reads in the notebook is the stub the checker, the grader's student
+    notebooks and the misconceptions page know: ``Exercise.stub`` followed by the check line."""
+    for c in _code(path):
+        src = _src(c)
+        m = re.search(r'al\.exercises\.check\(\s*["\'](\w+)["\']\s*,\s*(\w+)\s*\)', src)
+        if not m or "check_solution" in src or m.group(1) not in al.exercises.EXERCISES:
+            continue
+        want = al.exercises.EXERCISES[m.group(1)].stub.strip()
+        assert src[:m.start()].strip() == want, (
+            f"{path.name}: the stub cell of {m.group(1)!r} differs from the registered stub in "
+            f"attnlib/exercises/ (change the stub there, then copy it here, followed by the check line)")
+
+
 def test_every_registered_exercise_is_used_in_its_chapter():
     used = {}
     for path in CHAPTERS:
@@ -396,11 +411,200 @@ def test_every_quiz_is_followed_by_its_hidden_answer(path):
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
-def test_quiz_answers_are_not_visible_in_the_page_source(path):
-    for c in _code(path):
-        if "al.quiz.question(" in _src(c):
-            tags = c.get("metadata", {}).get("tags", [])
-            assert "remove-input" in tags, f"{path.name}: a quiz cell shows its source (and answers) on the site"
+def test_quiz_answers_are_not_visible_in_the_source(path):
+    """A quiz cell's source holds the key (``True`` beside the right choice): it is removed
+    from the site (tag remove-input) and collapsed in JupyterLab and Colab
+    (``jupyter.source_hidden``; tools/run_notebooks.py sets both)."""
+    for i, c in enumerate(_cells(path)):
+        if c["cell_type"] != "code" or "al.quiz.question(" not in _src(c):
+            continue
+        meta = c.get("metadata", {})
+        assert "remove-input" in meta.get("tags", []), (
+            f"{path.name}, {_where(path, i)}: a quiz cell shows its source (and answers) on the site: "
+            "add the tag 'remove-input' (tools/run_notebooks.py adds it)")
+        assert meta.get("jupyter", {}).get("source_hidden"), (
+            f"{path.name}, {_where(path, i)}: a quiz cell shows its source, with the answer key, in "
+            'JupyterLab and Colab: set "jupyter": {"source_hidden": true} in its metadata (re-run the '
+            "chapter with tools/run_notebooks.py, or `tools/run_notebooks.py --clean-only`)")
+
+
+def _quizzes() -> list[tuple[str, int, list[tuple[str, bool]]]]:
+    """Every quiz of every chapter: (chapter, cell index, [(choice text, correct), ...]),
+    read from the ``al.quiz.question(prompt, choices)`` calls with ast."""
+    found = []
+    for path in CHAPTERS:
+        for i, c in enumerate(_cells(path)):
+            if c["cell_type"] != "code" or "al.quiz.question(" not in _src(c):
+                continue
+            for node in ast.walk(ast.parse(_python(_src(c)))):
+                if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "al.quiz.question"):
+                    continue
+                arg = node.args[1] if len(node.args) > 1 else next(
+                    (k.value for k in node.keywords if k.arg == "choices"), None)
+                assert isinstance(arg, (ast.List, ast.Tuple)), (
+                    f"{path.name}, {_where(path, i)}: write the quiz's choices as a literal list of "
+                    "(text, correct, feedback) tuples, so that tests can read them")
+                choices = []
+                for e in arg.elts:
+                    assert isinstance(e, ast.Tuple) and len(e.elts) >= 2 and _literal(e.elts[1]), (
+                        f"{path.name}, {_where(path, i)}: a choice is not a (text, True/False, feedback) "
+                        f"tuple: {ast.unparse(e)[:80]}")
+                    text = e.elts[0].value if isinstance(e.elts[0], ast.Constant) else ast.unparse(e.elts[0])
+                    choices.append((str(text), bool(ast.literal_eval(e.elts[1]))))
+                found.append((path.stem, i, choices))
+    return found
+
+
+def quiz_balance(quizzes) -> dict:
+    """How guessable the quizzes are as a set: how often each position (A, B, ...) holds a
+    correct choice, what share of the correct answers each holds, the chance under a fair
+    placement (each choice equally likely to be the right one) that a position is never
+    correct, and the share of quizzes whose correct choice is the longest (ties shared)."""
+    letters = "ABCDEFGH"
+    right = {ch: 0 for ch in letters}
+    offered = {ch: [] for ch in letters}
+    longest = 0.0
+    for _, _, choices in quizzes:
+        n = len(choices)
+        for pos, (_, ok) in enumerate(choices):
+            offered[letters[pos]].append(n)
+            right[letters[pos]] += ok
+        lengths = [len(t) for t, _ in choices]
+        top = [pos for pos, ln in enumerate(lengths) if ln == max(lengths)]
+        longest += sum(choices[pos][1] for pos in top) / len(top)
+    total = sum(right.values())
+    never = {}
+    for ch in letters:
+        p = 1.0
+        for n in offered[ch]:
+            p *= 1 - 1 / n
+        never[ch] = p
+    used = [ch for ch in letters if offered[ch]]
+    return {"quizzes": len(quizzes), "right": {ch: right[ch] for ch in used},
+            "share": {ch: right[ch] / total for ch in used} if total else {},
+            "p_never": {ch: never[ch] for ch in used}, "longest_share": longest / len(quizzes) if quizzes else 0.0}
+
+
+def test_quiz_answers_cannot_be_guessed_from_position_or_length():
+    """Over all chapters' quizzes, neither where the correct choice stands nor how long it
+    is gives it away.
+
+    Thresholds, and why a fair author meets them: with the right answer placed at random
+    among 3 or 4 choices, each position expects 25-33% of the right answers; over ~30
+    quizzes the standard deviation of a position's share is about 8 points, so a share
+    above 40% is two standard deviations out (and a habit, like "A first"). A position
+    that the quizzes offer often enough that a fair placement would leave it never correct
+    with a chance below 5% (e.g. D offered in 11 four-choice quizzes: 0.75^11 = 4%) must be
+    correct at least once. And a learner who always picks the longest choice should score
+    near chance (25-33%), not better than 40%: distractors as long and as specific as the
+    answer (ties count as a shared guess)."""
+    quizzes = _quizzes()
+    assert len(quizzes) >= 10, f"only {len(quizzes)} quizzes found"
+    b = quiz_balance(quizzes)
+    report = (f"{b['quizzes']} quizzes; correct answers by position: "
+              + ", ".join(f"{ch} {n} ({b['share'][ch]:.0%})" for ch, n in b["right"].items())
+              + f"; the longest choice is the correct one in {b['longest_share']:.0%} of them")
+    problems = []
+    for ch, share in b["share"].items():
+        if share > 0.40:
+            problems.append(f"position {ch} holds {share:.0%} of the correct answers (at most 40%)")
+        if b["right"][ch] == 0 and b["p_never"][ch] < 0.05:
+            problems.append(f"position {ch} is never correct (a fair placement would make it correct at "
+                            f"least once with probability {1 - b['p_never'][ch]:.1%})")
+    if b["longest_share"] > 0.40:
+        problems.append(f"the longest choice is the correct one in {b['longest_share']:.0%} of the quizzes "
+                        "(at most 40%)")
+    assert not problems, (report + ":\n  " + "\n  ".join(problems) + "\nMove the correct choices to other "
+                          "positions and write distractors as long and as plausible as the answer.")
+    print(report)
+
+
+def test_quiz_balance_sees_a_skewed_set():
+    """The balance test can fail: always-A, never-D, longest-is-right quizzes are flagged."""
+    skewed = [("x", 0, [("a long and careful right answer", True), ("no", False), ("nope", False),
+                         ("nah", False)])] * 12
+    b = quiz_balance(skewed)
+    assert b["share"]["A"] == 1 and b["right"]["D"] == 0 and b["p_never"]["D"] < 0.05 and b["longest_share"] == 1
+    fair = [("x", 0, [(f"choice {j}", j == k % 4) for j in range(4)]) for k in range(12)]
+    b = quiz_balance(fair)
+    assert max(b["share"].values()) == 0.25 and b["longest_share"] == 0.25
+
+
+# ------------------------------------------------------------------- rounding noise
+
+# A number printed in e-notation at the scale of float64 rounding error or of a finite-
+# difference residual (1e-8 ... 9.9e-19): its digits change with the CPU's kernels and the
+# thread count, so strict nbval fails on another machine (issue 19). Printed after a bound
+# word ("< 1e-12", "below 1e-9", "at most", "tol", "eps"), it is a bound, not a measurement.
+NOISE = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?[eE]-0*(?:[89]|1\d)(?!\w|\.\d)")
+BOUND = re.compile(r"(?:<=?|≤|≲|\bbelow|\bunder|\bat most|\bless than|\bsmaller than|\bwithin|"
+                   r"tol\w*|\batol|\brtol|\beps\w*)\W{0,3}$", re.I)
+# Small numbers that are values, not rounding noise: (chapter, the text before the number
+# on its line, as a regex) -> why its digits are the same on every machine. Keep this short;
+# `make test` runs strict nbval in a second numerical environment, which proves each entry.
+EXACT_SMALL_VALUES = {
+    ("01_motivation", r"\|dh_t/dx_1\| = $"):
+        "a product of t chained tanh derivatives (vanishing, not cancelling): relative error ~t ulp",
+}
+
+
+def _where(path, index: int) -> str:
+    """A cell as the notebook and nbval number it: "cell 31 (nbval's Cell 16)"."""
+    cells = _cells(path)
+    code = sum(1 for c in cells[:index] if c["cell_type"] == "code")
+    return f"cell {index} (nbval's Cell {code})"
+
+
+def _stored_text(cell) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        t = out.get("text", "") if out.get("output_type") == "stream" else out.get("data", {}).get("text/plain", "")
+        parts.append("".join(t) if isinstance(t, list) else t)
+    return "\n".join(parts)
+
+
+def rounding_noise(stem: str, text: str) -> list[str]:
+    """The lines of ``text`` that print a rounding-noise number (see NOISE)."""
+    found = []
+    for line in text.splitlines():
+        for m in NOISE.finditer(line):
+            before = line[:m.start()]
+            if BOUND.search(before[-16:]):
+                continue
+            if any(s == stem and re.search(rx, before) for s, rx in EXACT_SMALL_VALUES):
+                continue
+            found.append(line.strip()[:120])
+            break
+    return found
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_output_prints_rounding_noise(path):
+    problems = []
+    for i, c in enumerate(_cells(path)):
+        if c["cell_type"] != "code" or "nbval-ignore-output" in c.get("metadata", {}).get("tags", []):
+            continue
+        for line in rounding_noise(path.stem, _stored_text(c)):
+            problems.append(f"  {_where(path, i)}: {line!r}")
+    assert not problems, (
+        f"{path.name}: {len(problems)} stored outputs print a number at rounding-error scale (1e-8 to "
+        "1e-19); its digits change with the CPU's kernels and thread count, and strict nbval then fails on "
+        "another machine:\n" + "\n".join(problems) + "\nPrint a bound instead and assert it "
+        "(`print(\"largest difference below 1e-12\")` after `assert diff < 1e-12`).")
+
+
+def test_rounding_noise_check_tells_a_bound_from_a_measurement():
+    assert rounding_noise("x", "|finite difference - autograd| = 1.4e-10")
+    assert rounding_noise("x", "Attn(x + y) - Attn(x) - Attn(y) = 5.6e-16; the rest")
+    assert rounding_noise("x", "vs nn.MultiheadAttention: outputs 8.9e-16, per-head 1.1e-16")
+    assert rounding_noise("x", "largest |formula - autograd|: 3e-17")
+    assert rounding_noise("x", "the residual is 2.2E-16.")
+    assert not rounding_noise("x", "largest difference < 1e-12: True")
+    assert not rounding_noise("x", "max |soft - hard| = < 1e-10 (tol 1e-9), below 1e-8")
+    assert not rounding_noise("x", "exact (< 1e-12); atol=1e-10, eps = 1e-12")
+    assert not rounding_noise("x", "|dh/dx| = 9.598e-04, e^x = 4.9e-324, 1.5e-47, 2.3e-05")
+    assert not rounding_noise("x", "version 1.2e-8x, id12e-9")
+    assert not rounding_noise("01_motivation", "t =  50   |dh_t/dx_1| = 6.457e-12")
 
 
 def test_setup_cell_tool_keeps_the_chapters_own_code_and_is_idempotent(tmp_path):

@@ -53,6 +53,7 @@ def test_changelog_has_an_entry_for_this_version():
         f"CHANGELOG.md has no '## {VERSION}' section: add one before releasing")
 
 
+@pytest.mark.slow  # builds the sdist and wheel (python -m build)
 def test_wheel_metadata_is_complete(dist):
     wheel, sdist = dist
     assert wheel.name == f"attnlib-{VERSION}-py3-none-any.whl"
@@ -86,6 +87,7 @@ def test_wheel_metadata_is_complete(dist):
     assert not [n for n in names if n.startswith(("tests/", "chapters/", "benchmarks/"))]
 
 
+@pytest.mark.slow  # builds the sdist and wheel (python -m build)
 def test_sdist_carries_the_package_and_not_the_course(dist):
     with tarfile.open(dist[1]) as t:
         names = t.getnames()

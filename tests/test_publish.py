@@ -1,7 +1,9 @@
 """`make publish` against a local bare repository: the gh-pages branch holds the site
 (index, every page of the book in English and under zh/ in Chinese, the vendored scripts,
 .nojekyll, sitemap, 404 page) and
-nothing of the source tree. Runs after the book is built (a site test)."""
+nothing of the source tree. Runs after the book is built (a site test): `make publish-site`,
+the step of `make publish` that pushes, publishes the site that `make test` built (and that
+the browser tests read meanwhile: `make publish` would build it again first)."""
 from __future__ import annotations
 
 import os
@@ -31,7 +33,7 @@ def published(tmp_path_factory):
     bare = tmp_path_factory.mktemp("remote") / "course.git"
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
     before = subprocess.run(["git", "branch", "--list"], cwd=ROOT, capture_output=True, text=True).stdout
-    run = subprocess.run(["make", "--no-print-directory", "publish", f"PUBLISH_REMOTE={bare}"], cwd=ROOT,
+    run = subprocess.run(["make", "--no-print-directory", "publish-site", f"PUBLISH_REMOTE={bare}"], cwd=ROOT,
                          capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     after = subprocess.run(["git", "branch", "--list"], cwd=ROOT, capture_output=True, text=True).stdout

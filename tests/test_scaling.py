@@ -138,3 +138,19 @@ def test_softmax_jacobian_norm_of_uniform_weights_is_sqrt_S_minus_1_over_S(S):
     rng = np.random.default_rng(S)
     hot = sc.saturation(rng.standard_normal((200, S)) / 100)["jacobian_norm"]   # τ = 100
     assert hot == pytest.approx(uniform, rel=0.01)
+
+
+def test_query_grad_norms_both_reuses_each_draw_for_both_scales():
+    both = sc.query_grad_norms_both(64, n=300, seed=2, chunk=100)
+    u, top = sc.query_grad_norms(64, n=300, scaled=False, seed=2, chunk=100, with_max_weight=True)
+    s = sc.query_grad_norms(64, n=300, scaled=True, seed=2, chunk=100)
+    np.testing.assert_allclose(both["unscaled"], u, rtol=1e-5)
+    np.testing.assert_allclose(both["scaled"], s, rtol=1e-5)
+    np.testing.assert_allclose(both["max_weight_unscaled"], top, rtol=1e-6)
+    assert (both["max_weight_scaled"] <= both["max_weight_unscaled"] + 1e-6).all()  # hotter: flatter
+
+
+@pytest.mark.parametrize("bad", [dict(n=0), dict(S=2.5), dict(chunk=-1)])
+def test_query_grad_norms_both_refuses_bad_sizes(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        sc.query_grad_norms_both(16, **bad)

@@ -101,34 +101,150 @@ def test_copy_losses_and_ablation_losses():
     assert T.copy_losses(model, seq, 5) == losses  # the ablation was undone
 
 
-def run(seed=0, steps=40, **kw):
-    torch.manual_seed(seed)
-    model = GPT(GPTConfig(vocab_size=16, context_length=16, num_heads=2, d_model=32))
-    g = gen(seed)
-    ev = T.repeated_blocks(32, 8, vocab_size=16, generator=gen(99))
-    hist = T.train(model, lambda s: T.lm_pair(T.repeated_blocks(16, 8, vocab_size=16, generator=g)),
-                   steps=steps, lr=3e-3, evaluate=lambda m: T.copy_losses(m, ev, 8), eval_every=10,
-                   snapshot=lambda m: T.head_scores(m, ev[:4], 8)["prev"], snapshot_at=(0, steps), **kw)
-    return model, hist
+def small_cfg(**kw):
+    return GPTConfig(vocab_size=16, context_length=16, num_heads=2, d_model=32, **kw)
 
 
-def test_train_records_and_is_deterministic():
-    _, a = run()
-    _, b = run()
-    assert len(a.loss) == 40 and len(a.grad_norm) == 40
-    assert sorted(a.evals) == [0, 10, 20, 30, 40] and sorted(a.snapshots) == [0, 40]
-    assert a.loss == b.loss and a.evals == b.evals
+def make_batch(g, n=8):
+    return T.lm_pair(T.repeated_blocks(n, (4, 8), vocab_size=16, generator=g))
+
+
+def run(seeds=(0, 1, 2), steps=12, **kw):
+    ev = T.repeated_blocks(16, 8, vocab_size=16, generator=gen(99))
+    kw.setdefault("evaluate", lambda m: T.copy_losses(m, ev, 8))
+    return T.train_seeds(lambda: GPT(small_cfg()).double(), seeds, T.seeded_batches(make_batch, seeds),
+                         steps=steps, lr=3e-3, eval_every=5, **kw)
+
+
+def test_lm_pair_keeps_leading_dims():
+    seq = torch.arange(24).view(2, 3, 4)
+    x, y = T.lm_pair(seq)
+    assert torch.equal(x, seq[..., :-1]) and torch.equal(y, seq[..., 1:])
+
+
+def test_seeded_batches_stack_one_stream_per_seed():
+    batch = T.seeded_batches(make_batch, [3, 5])
+    x, y = batch(0)
+    assert x.shape == (2, 8, 15) and y.shape == (2, 8, 15)
+    alone = make_batch(gen(1005))  # seed 5's stream: torch.Generator().manual_seed(1000 + 5)
+    assert torch.equal(x[1], alone[0]) and torch.equal(y[1], alone[1])
+    assert not torch.equal(x[0], x[1])
+
+
+def test_train_seeds_trains_each_seed_as_if_alone():
+    steps, seeds = 8, (0, 4)
+    run_ = T.train_seeds(lambda: GPT(small_cfg(mlp=True)).double(), seeds, T.seeded_batches(make_batch, seeds),
+                         steps=steps, lr=3e-3, warmup=3)
+    for i, seed in enumerate(seeds):
+        torch.manual_seed(seed)
+        model = GPT(small_cfg(mlp=True)).double()
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+        g = gen(1000 + seed)
+        losses, norms = [], []
+        for step in range(steps):
+            for group in opt.param_groups:
+                group["lr"] = 3e-3 * min(1.0, (step + 1) / 3)
+            loss = model.loss(*make_batch(g))
+            opt.zero_grad()
+            loss.backward()
+            norms.append(float(torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters()))))
+            opt.step()
+            losses.append(float(loss.detach()))
+        np.testing.assert_allclose(run_.loss[:, i], losses, rtol=1e-9)
+        np.testing.assert_allclose(run_.grad_norm[:, i], norms, rtol=1e-9)
+        for (name, p), q in zip(model.named_parameters(), run_.models[i].parameters()):
+            torch.testing.assert_close(q, p, rtol=1e-9, atol=1e-9, msg=name)
+
+
+def test_train_seeds_records_per_seed_and_is_deterministic():
+    blocks = lambda name: name.split(".")[1] if name.startswith("blocks.") else None  # noqa: E731
+    a = run(snapshot=lambda m: T.head_scores(m, T.repeated_blocks(2, 8, vocab_size=16, generator=gen(3)), 8)["prev"],
+            snapshot_at=(0, 12), grad_groups=blocks)
+    b = run()
+    assert a.loss.shape == (12, 3) and a.grad_norm.shape == (12, 3) and a.steps == 12
+    assert sorted(a.evals) == [0, 5, 10, 12] and sorted(a.snapshots) == [0, 12]
+    assert len(a.snapshots[12]) == 3 and a.snapshots[12][0].shape == (2, 2)
     steps, rep = a.eval_series("repeat")
-    assert list(steps) == [0, 10, 20, 30, 40] and rep[-1] < rep[0]
+    assert list(steps) == [0, 5, 10, 12] and rep.shape == (4, 3) and np.all(rep[-1] < rep[0])
+    np.testing.assert_array_equal(a.final("first"), a.evals[12]["first"])
+    np.testing.assert_array_equal(a.loss, b.loss)
+    assert sorted(a.group_grad_norm) == ["0", "1"] and a.group_grad_norm["0"].shape == (12, 3)
+    # the blocks' norms and the rest (embeddings, unembedding) make up the whole gradient
+    assert np.all(a.group_grad_norm["0"] ** 2 + a.group_grad_norm["1"] ** 2 < a.grad_norm ** 2)
+    assert a.wall_seconds > 0 and a.cpu_seconds > 0
+
+
+def test_each_seeds_model_is_the_trained_one():
+    r = run(evaluate=None)
+    ev = T.repeated_blocks(4, 8, vocab_size=16, generator=gen(7))
+    x, y = T.lm_pair(ev)
+    params = [dict(m.named_parameters()) for m in r.models]
+    assert not torch.equal(params[0]["tok_emb"], params[1]["tok_emb"])
+    with torch.no_grad():
+        losses = [float(m.loss(x, y)) for m in r.models]
+    assert len(set(losses)) == 3
 
 
 def test_warmup_changes_the_run():
-    _, a = run(steps=20)
-    _, b = run(steps=20, warmup=10)
-    assert a.loss[0] == b.loss[0] and a.loss[5] != b.loss[5]
+    a, b = run(steps=6, evaluate=None), run(steps=6, evaluate=None, warmup=4)
+    np.testing.assert_array_equal(a.loss[0], b.loss[0])
+    assert not np.allclose(a.loss[3], b.loss[3])
+
+
+def test_a_non_finite_loss_names_the_seed_and_step():
+    nan_loss = lambda logits, y: T.next_token_loss(logits, y) * torch.nan  # noqa: E731
+    with pytest.raises(FloatingPointError, match="seed 0: the loss is nan at step 0"):
+        run(loss=nan_loss)
+
+
+def test_train_seeds_learns_the_previous_token_task_with_ignored_targets():
+    seeds = (0, 1)
+    cfg = GPTConfig(vocab_size=8, context_length=12, num_layers=1, num_heads=2, d_model=32)
+    x, y = T.previous_token_task(64, 12, vocab_size=8, generator=gen(5))
+    r = T.train_seeds(lambda: GPT(cfg), seeds,
+                      T.seeded_batches(lambda g: T.previous_token_task(32, 12, vocab_size=8, generator=g), seeds),
+                      steps=60, lr=1e-2, evaluate=lambda m: {"loss": m.loss(x, y)}, eval_every=30)
+    assert np.all(r.final("loss") < 0.5 * r.evals[0]["loss"])
+
+
+def test_seen_token_mass_of_a_uniform_model():
+    x = torch.tensor([[1, 2, 1, 3], [0, 0, 0, 0]])
+    uniform = lambda idx: torch.zeros(*idx.shape, 5)  # noqa: E731  (V = 5: every token 1/5)
+    np.testing.assert_allclose(T.seen_token_mass(uniform, x), np.array([1, 2, 2, 3]) / 5 / 2 + 1 / 5 / 2)
 
 
 def test_live_plot_is_silent_outside_jupyter():
     live = T.LivePlot(["first", "repeat"], every=1)
-    _, hist = run(steps=10, live=live)
-    assert live._handle is None and hist.evals
+    r = run(steps=10, live=live)
+    assert live._handle is None and r.evals
+
+
+def test_copy_stats_agree_with_copy_losses_and_seen_token_mass():
+    torch.manual_seed(0)
+    model = GPT(small_cfg()).double()
+    seq = T.repeated_blocks(6, 5, length=14, vocab_size=16, generator=gen(2))
+    stats = T.copy_stats(model, seq, 5)
+    losses = T.copy_losses(model, seq, 5)
+    assert stats["first"] == pytest.approx(losses["first"]) and stats["repeat"] == pytest.approx(losses["repeat"])
+    mass = T.seen_token_mass(model, T.lm_pair(seq)[0])
+    assert stats["seen_first"] == pytest.approx(mass[:4].mean()) and stats["seen_repeat"] == pytest.approx(mass[4:].mean())
+
+
+@pytest.mark.parametrize("values, step, want", [([0.34, 0.47], 0.1, "0.3–0.5"), ([0.30, 0.30], 0.1, "0.3"),
+                                                ([3.46, 3.49, 3.5], 0.05, "3.45–3.50"), ([180, 240], 50, "150–250"),
+                                                ([2.0], 1, "2"), ([-0.04, 0.02], 0.1, "-0.1–0.1")])
+def test_span_rounds_outward(values, step, want):
+    assert T.span(values, step) == want
+    with pytest.raises(ValueError, match="numbers"):
+        T.span([1.0, float("nan")])
+
+
+def test_live_plot_follows_several_runs_with_their_labels():
+    live = T.LivePlot(["repeat"], ["first run", "second run"], xmax=10)
+    a = run(steps=10, live=live)
+    b = run(steps=12, live=live)
+    assert live._runs == [a, b] and live._label(1, 0) == "second run" and live._label(2, 0) == "repeat"
+    live._draw("done")  # what a notebook shows: both runs, cut at step 10
+    lines = [line for line in live._ax.get_lines() if len(line.get_xdata())]
+    assert len(lines) == 2 * 3 and max(max(line.get_xdata()) for line in lines) == 10
+    assert [t.get_text() for t in live._ax.get_legend().get_texts()] == ["first run", "second run"]

@@ -4,8 +4,11 @@
                                            #   and attnlib's printed text (make gettext)
     python tools/editions.py update-po     # merge them into the Chinese catalogues
     python tools/editions.py zh [-- ARGS]  # the Chinese edition into _build/html/zh/
+    python tools/editions.py en-stored [-- ARGS]  # the English edition from the stored outputs
 
 The English edition is the plain ``jupyter-book build .`` (``make book`` runs it first).
+``en-stored`` builds it without executing the notebooks, from the outputs stored in them
+(``make test`` does, after strict nbval has shown that a fresh run reproduces them).
 The Chinese edition is the same book with ``language: zh_CN``: Sphinx takes every
 paragraph, heading, table cell and caption from ``locales/zh_CN/LC_MESSAGES/``, and the
 notebooks are executed with ``ATTNLIB_LANG=zh`` so that what attnlib prints (quizzes,
@@ -40,10 +43,11 @@ ZH = {
 
 
 def derived_config(*, execute: str | None = None, language: str | None = None,
-                   title: str | None = None) -> pathlib.Path:
+                   title: str | None = None, name: str | None = None) -> pathlib.Path:
     """Write ``_build/_config.<name>.yml``: ``_config.yml`` with absolute paths (a config
     file outside the book's root resolves relative paths from its own folder) and the
-    given overrides. Returns its path."""
+    given overrides. ``name`` defaults to the language, or "gettext" when not executing
+    (builds that may run at the same time need names of their own). Returns its path."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     absolute = lambda p: str(ROOT / p)  # noqa: E731
     sphinx = config["sphinx"]
@@ -60,7 +64,7 @@ def derived_config(*, execute: str | None = None, language: str | None = None,
         cfg["language"] = language
     if title is not None:
         config["title"] = title
-    name = language or ("gettext" if execute == "off" else "custom")
+    name = name or language or ("gettext" if execute == "off" else "custom")
     path = BUILD / f"_config.{name}.yml"
     BUILD.mkdir(exist_ok=True)
     path.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
@@ -157,16 +161,26 @@ def build_zh(extra: list[str]) -> int:
     return 0
 
 
+def build_en_stored(extra: list[str]) -> int:
+    """Build the English edition into ``_build/html`` from the notebooks' stored outputs
+    and widget state, executing nothing."""
+    config = derived_config(execute="off", name="en-stored")
+    return subprocess.call([jupyter_book(), "build", str(ROOT), "--config", str(config), *extra], cwd=ROOT)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["gettext", "update-po", "zh"])
+    ap.add_argument("what", choices=["gettext", "update-po", "zh", "en-stored"])
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="arguments for jupyter-book build")
     a = ap.parse_args()
     if a.what == "gettext":
         return gettext()
     if a.what == "update-po":
         return update_po()
-    return build_zh([x for x in a.extra if x != "--"])
+    extra = [x for x in a.extra if x != "--"]
+    if a.what == "en-stored":
+        return build_en_stored(extra)
+    return build_zh(extra)
 
 
 if __name__ == "__main__":

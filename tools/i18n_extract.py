@@ -8,8 +8,8 @@ them into ``attnlib/locales/zh_CN/LC_MESSAGES/`` (see the README, "Translating")
 What is collected (by reading the code, nothing is executed):
 
 - in ``attnlib/``: the argument of every ``_("...")`` / ``tr("...")`` call, and the
-  learner-facing fields of the exercise catalogues: ``Mistake(key, title, message)``,
-  ``Case(label=...)``, ``Exercise(prompt=..., hint=...)``;
+  learner-facing fields of the exercise catalogues: ``Mistake(key, title, message, fix=...)``,
+  ``Case(label=...)``, ``Exercise(prompt=..., hint=..., hints=(...))``;
 - in ``chapters/*.ipynb`` (code cells): quiz questions, choices and feedback
   (``al.quiz.question``), figure text (``set_title``, ``suptitle``, ``set_xlabel``,
   ``set_ylabel``, ``text``, ``annotate`` and the keywords ``title=``, ``label=``,
@@ -19,7 +19,8 @@ What is collected (by reading the code, nothing is executed):
 An f-string becomes a template whose fields are named after their expressions:
 ``f"head {i}: {names[i]}"`` -> ``"head {i}: {names_i}"`` (flag ``python-brace-format``);
 :func:`attnlib.i18n.tr` matches shown text against it. One catalogue per source:
-``attnlib.pot`` (the package), ``exercises/ch02_qkv.pot``, ``chapters/02_qkv.pot``.
+``attnlib.pot`` (the package), ``exercises/ch02_qkv.pot``, ``chapters/02_qkv.pot``, and
+``grading.pot`` (the assignments, the grader and its report, a learner's progress).
 """
 from __future__ import annotations
 
@@ -150,11 +151,15 @@ def from_python(tree: ast.AST, *, package: bool, lines: list[str] = (),
             if name == "Mistake":
                 for i, key in ((1, "title"), (2, "message")):
                     add(node.args[i]) if len(node.args) > i else (add(kw[key]) if key in kw else None)
+                if "fix" in kw:  # level 2 of the hint ladder
+                    add(kw["fix"])
             elif name == "Case" and "label" in kw:
                 add(kw["label"])
             elif name == "Exercise":
                 if "prompt" in kw:
                     add(kw["prompt"])
+                for step in getattr(kw.get("hints"), "elts", []):  # the ladder after the idea
+                    add(step)
                 hint = template(kw["hint"]) if "hint" in kw else None
                 if hint is not None:
                     # what the checker shows of it: the sentences before any code
@@ -249,6 +254,8 @@ def collect() -> dict[str, dict[str, tuple[bool, list[str]]]]:
         rel = path.relative_to(ROOT).as_posix()
         m = re.fullmatch(r"attnlib/exercises/(ch\d\d_\w+)\.py", rel)
         domain = f"exercises/{m.group(1)}" if m else "attnlib"
+        if re.fullmatch(r"attnlib/(?:grade|assignments|progress)\.py|attnlib/grading/\w+\.py", rel):
+            domain = "grading"  # the teacher's tools and the learner's progress: grading.pot
         text = path.read_text(encoding="utf-8")
         for t, line in from_python(ast.parse(text), package=True, lines=text.splitlines(),
                                    case_builders=bool(m)):

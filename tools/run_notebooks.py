@@ -1,10 +1,14 @@
 """Execute chapter notebooks top to bottom on a fresh kernel and save them with outputs.
 
     python tools/run_notebooks.py chapters/02_qkv.ipynb [...]   # or no args: every chapter
+    python tools/run_notebooks.py --clean-only [...]             # only the metadata, no run
 
 Outputs and widget state are stored (nbval compares them; the website needs the state);
-volatile metadata (timings, execution ids) is stripped so diffs stay small. Prints each
+volatile metadata (timings, execution ids) is stripped so diffs stay small. Quiz cells
+(their source holds the answer key) and solutions are hidden: on the site (remove-input,
+hide-input) and in JupyterLab and Colab (``jupyter.source_hidden``). Prints each
 notebook's wall time and size; fails if a cell raises or a notebook exceeds --max-seconds.
+``--clean-only`` applies that metadata to the stored notebooks without executing them.
 """
 from __future__ import annotations
 
@@ -27,9 +31,12 @@ def clean(nb: nbformat.NotebookNode) -> None:
     })
     for cell in nb.cells:
         if cell.cell_type == "code" and "al.quiz.question(" in cell.source:
-            tags = cell.metadata.setdefault("tags", [])  # the source would give the answer away
+            # the source would give the answer away: removed from the site (remove-input),
+            # collapsed in JupyterLab and Colab (source_hidden)
+            tags = cell.metadata.setdefault("tags", [])
             if "remove-input" not in tags:
                 tags.append("remove-input")
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
         if cell.cell_type == "code" and "al.exercises.check_solution(" in cell.source:
             # a solution starts collapsed on the site (hide-input) and in JupyterLab (source_hidden)
             tags = cell.metadata.setdefault("tags", [])
@@ -58,8 +65,15 @@ def main() -> int:
     ap.add_argument("notebooks", nargs="*", type=pathlib.Path)
     ap.add_argument("--timeout", type=int, default=300, help="seconds per cell")
     ap.add_argument("--max-seconds", type=float, default=60.0, help="fail a notebook slower than this")
+    ap.add_argument("--clean-only", action="store_true", help="only set the metadata; execute nothing")
     a = ap.parse_args()
     paths = a.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    if a.clean_only:
+        for p in paths:
+            nb = nbformat.read(p, as_version=4)
+            clean(nb)
+            nbformat.write(nb, p)
+        return 0
     bad = 0
     for p in paths:
         secs, size = run(p, a.timeout)

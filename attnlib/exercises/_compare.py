@@ -1,11 +1,13 @@
-"""Convert a learner's output to NumPy and compare it with the reference.
+"""Convert a learner's output to NumPy and compare it with the reference (trusted side).
 
 Torch tensors (CPU or CUDA, any float dtype), NumPy arrays, scalars and tuples are
-converted; the comparison is done in float64 with tolerances that follow the answer's
-dtype (float16 and bfloat16 answers are compared with their own, looser tolerance, and
-the verdict says so), and returns a sentence saying what differs. NumPy masked arrays
-are refused: operations such as ``np.allclose`` skip their masked entries, so they could
-pass for the wrong reason.
+converted; the comparison is done in float64 at **the exercise's** tolerance, whatever the
+answer's dtype: ``rtol`` relative to each expected entry, ``atol`` relative to the scale of
+the expected output (its largest finite magnitude, 1 when that is 0). A float16, bfloat16
+(or, where the exercise asks for more, float32) answer that misses the tolerance gets a
+note naming its dtype and why. It returns a sentence saying what differs. NumPy masked
+arrays are refused: operations such as ``np.allclose`` skip their masked entries, so they
+could pass for the wrong reason.
 """
 from __future__ import annotations
 
@@ -14,23 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..i18n import tr
+from ..i18n import _, tr
+from ._wire import BFloat16Values, Opaque
 
 if TYPE_CHECKING:
     from ._core import Case, Exercise
 
-class BFloat16Values(np.ndarray):
-    """The values of a torch bfloat16 answer, held as float32 (NumPy has no bfloat16);
-    the class records the dtype so the comparison uses bfloat16's tolerance."""
-
-
-# tolerances (rtol, atol) of answers computed in a lower precision: about 8 and 1-2 units
-# of the format's rounding (float32 eps 1.2e-7, float16 9.8e-4, bfloat16 7.8e-3)
-_LOW_PRECISION = {"float32": (1e-4, 1e-6), "float16": (1e-2, 1e-3), "bfloat16": (6e-2, 1.6e-2)}
+# significant decimal digits each float format keeps (its machine epsilon: float16 9.8e-4,
+# bfloat16 7.8e-3, float32 1.2e-7)
+_EPS = {"bfloat16": 2.0 ** -7, "float16": 2.0 ** -10, "float32": 2.0 ** -23}
 
 
 def _precision(got: np.ndarray) -> str:
-    """The dtype that sets the tolerance: "bfloat16", "float16", "float32" or ""."""
+    """The dtype that limits the answer's precision: "bfloat16", "float16", "float32" or ""."""
     if isinstance(got, BFloat16Values):
         return "bfloat16"
     if got.dtype in (np.float16,):
@@ -86,8 +84,13 @@ def _describe(obj: Any) -> str:
         return tr(f"a Python list of {len(obj)} items")
     if obj is None:
         return "None"
-    name = getattr(obj, "type_name", None) if type(obj).__name__ == "Opaque" else None
-    return tr(f"an object of type {name or type(obj).__name__}")
+    if isinstance(obj, Opaque):
+        if obj.why:
+            return _("an object of type {name} ({why})").format(name=obj.type_name, why=obj.why)
+        name_or_type_obj___name = obj.type_name
+    else:
+        name_or_type_obj___name = type(obj).__name__
+    return _("an object of type {name_or_type_obj___name}").format(name_or_type_obj___name=name_or_type_obj___name)
 
 
 def _shapes(case: Case) -> str:
@@ -143,23 +146,32 @@ def _kind_of_value(value: Any) -> str:
     return "any"
 
 
-def _tolerances(got: np.ndarray, ex: Exercise) -> tuple[float, float]:
-    rtol, atol = ex.rtol, ex.atol
-    low = _LOW_PRECISION.get(_precision(got))
-    if low is not None:
-        rtol, atol = max(rtol, low[0]), max(atol, low[1])
-    return rtol, atol
+def _scale(want: np.ndarray) -> float:
+    """The scale ``atol`` is relative to: the largest finite magnitude of the expected output
+    (1 when it is 0 or has none)."""
+    finite = np.abs(want[np.isfinite(want)]) if want.size else want
+    top = float(finite.max()) if finite.size else 0.0
+    return top if top > 0 else 1.0
 
 
-def _tolerance_note(got: Any, ex: Exercise) -> str:
-    """' (compared with float16's tolerance, rtol=..., atol=...)' for a float16 or
-    bfloat16 answer, else ''."""
+def _tolerances(want: np.ndarray, ex: Exercise) -> tuple[float, float]:
+    """(rtol, atol) of the comparison with ``want``: the exercise's, ``atol`` scaled."""
+    return ex.rtol, ex.atol * _scale(want)
+
+
+def _precision_note(got: Any, ex: Exercise) -> str:
+    """Why a low-precision answer misses the tolerance, or '' (float64 answers, or formats
+    precise enough for this exercise)."""
     items = got if isinstance(got, tuple) else (got,)
     for g in items:
-        if isinstance(g, np.ndarray) and _precision(g) in ("float16", "bfloat16"):
-            rtol, atol = _tolerances(g, ex)
-            return tr(f" (your answer is {_precision(g)}, so it is compared with that format's tolerance, "
-                      f"rtol={rtol:g}, atol={atol:g})")
+        if not isinstance(g, np.ndarray):
+            continue
+        p = _precision(g)
+        if p and _EPS[p] > ex.rtol / 4:
+            return _(" (your answer is {dtype}, which keeps only about {digits} significant digits, while this "
+                     "exercise compares at rtol={rtol}: compute in float64, as the inputs are, or at least "
+                     "float32, and convert at the end if you need {dtype})").format(
+                         dtype=p, digits=max(int(-np.log10(_EPS[p])), 1), rtol=f"{ex.rtol:g}")
     return ""
 
 
@@ -240,7 +252,7 @@ def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tupl
         first = _idx(np.argwhere(inf_g)[0])
         return False, tr(f"the output contains inf at {int(inf_g.sum())} of {g.size} entries, first at "
                        f"index {first}"), "inf"
-    rtol, atol = _tolerances(got, ex)
+    rtol, atol = _tolerances(w, ex)
     if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
         with np.errstate(invalid="ignore"):
             diff = np.abs(g - w)
@@ -248,5 +260,5 @@ def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tupl
         idx = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
         return False, (tr(f"largest difference {float(diff[idx]):.3g} at index {_idx(idx)} "
                           f"(got {float(g[idx]):.6g}, expected {float(w[idx]):.6g})")
-                       + _tolerance_note(got, ex)), "value"
+                       + _precision_note(got, ex)), "value"
     return True, "", ""

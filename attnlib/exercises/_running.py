@@ -1,370 +1,68 @@
-"""Run a learner's code so that none of it can still run after the verdict.
+"""The process that runs a learner's function for one check, seen from the trusted side.
 
-One :func:`session` serves one ``check``: it holds a list of *tasks* (zero-argument
-callables prepared by the checker: "run case 3", "time the perf case", "run the extra
-check") and runs the ones the checker asks for, one at a time, each with a wall-clock
-limit (and optionally a CPU-time limit).
+A :class:`Worker` is started once per check (not per case) and serves the requests of
+:class:`attnlib.exercises._judge.Plan` through two pipes, in frames (:mod:`._wire`); its
+loop is :func:`attnlib.exercises._worker.serve`. Two ways to start it:
 
-**Forked worker (the default).** The session forks one worker process before the first
-task; the tasks (and the learner's function, notebook-defined or a closure) are already
-in its memory, so nothing is pickled on the way in. Results come back through a pipe as
-plain data: NumPy arrays, a :class:`Raised` record instead of the exception, an
-:class:`Opaque` note for a value that cannot be pickled. A task past its limit, a
-kernel interrupt (KeyboardInterrupt) in the waiting parent, or the end of the check
-kills the worker's whole process group with SIGKILL: a loop that swallows every
-exception, a long C call, a thread the learner started -- all end with it. A crash of the
-worker (a segmentation fault after ``sys.setrecursionlimit``, ``os._exit``) is reported
-as a crash; the kernel is not affected. One fork per check (not per case) keeps a check
-fast. In the worker, torch's intra-op pool is limited to one thread (an OpenMP pool used
-by the parent before the fork deadlocks in the child otherwise), stdout and stderr are
-captured, and the exercise's forbidden library calls are watched (see :class:`Watch`).
-Side effects of the learner's function on notebook variables stay in the worker.
+- **fork** (the default on Linux): the worker is forked from the kernel, so the function
+  (notebook-defined, a closure, anything) is already in its memory and nothing is
+  pickled.
+- **spawn** where fork is unsafe: no ``os.fork`` (Windows), macOS (system libraries are
+  not fork-safe), or CUDA initialised in this process (a forked child cannot use it).
+  A fresh Python process is started and the function is sent to it, pickled by value
+  with ``cloudpickle`` (a notebook's functions and the globals they use); something that
+  cannot be pickled (an open file, a lock) is the learner's problem and is reported as
+  such. ``ATTNLIB_CHECK_WORKER=spawn`` forces this mode (``fork`` forces the other).
 
-**Threads (the fallback)** are used where fork is unsafe or missing: no ``os.fork``
-(Windows), macOS (system libraries are not fork-safe), or CUDA already initialised in
-the parent (a forked child cannot use it). There each task runs in a daemon thread; a
-thread past its limit is interrupted by raising :class:`_Timeout` inside it, repeatedly
-(a pure-Python loop stops at once, also when it catches the first interrupt), but a long
-C call or ``sleep`` only stops when it returns: such threads are remembered in
-``_STUCK``, interrupted again at the next check, and the verdict says they still run.
+Either way the guarantees are the same. The process started is a **guard**
+(:func:`._worker.guarded`): a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) that never
+runs the learner's code and forks the worker, so that a child that double-forks or calls
+``setsid``, or is orphaned by a crash of the worker, stays in the guard's tree. Only the
+reply of the worker's own process to the request just sent counts (a reply is matched by
+request id and pid; anything else on the pipe is ignored or, if it breaks the framing,
+reported as a garbled answer). A call past its wall-clock limit, a timed call past its
+CPU-time limit (read from ``/proc``, so the function cannot stop the clock), a kernel
+interrupt (KeyboardInterrupt) while waiting, and the end of the check all end **every
+process in the tree**: it is stopped from the top down (SIGSTOP: a stopped process can
+neither start nor reap one), every descendant found in ``/proc`` is killed until none is
+left, and only then is anything reaped, while this process is briefly a subreaper itself
+so that the dead are reaped here. A crash of the worker (a segmentation fault,
+``os._exit``) is reported as a crash; the kernel is not affected.
+
+Without ``/proc`` (macOS) the worker's process group is killed instead: a descendant that
+left the group may survive there. A PID namespace would also catch that, but needs
+privileges a notebook does not have.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
-import ctypes
-import io
+import json
 import os
+import select
 import signal
+import subprocess
 import sys
-import threading
 import time
-import warnings
-from typing import Any, Callable
-
-import numpy as np
+from typing import Callable
 
 from ..i18n import N_
+from . import _wire, _worker
 
-__all__ = ["session", "Raised", "Opaque", "Outcome", "Watch", "fork_unsafe_reason"]
+__all__ = ["Worker", "fork_unsafe_reason", "worker_mode", "kill_tree", "end_tree", "descendants", "standby_pids"]
 
+IN_FORKED_WORKER = False    # True inside a worker process (set there; the process dies after the check)
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_START_LIMIT = 120.0        # seconds a spawned worker may take to start (imports, unpickling)
 
-class _Timeout(BaseException):
-    """Raised inside a learner's function (thread fallback) that ran past its time limit."""
-
-
-_THREAD_NAME = "attnlib-exercise"
-_STACK_BYTES = 64 * 2**20   # threads: deep (but finite) recursion must raise RecursionError, not crash
-_THREAD_RECURSION_CAP = 10_000  # threads: a limit the 64 MiB stack holds (a crash would kill the kernel)
-_STUCK: list = []            # worker threads that did not stop when asked (inside a long C call)
-_CPU_EXIT = 86               # exit status of a forked worker stopped by its CPU-time limit
-_PRINT_LIMIT = 2000          # characters of printed output kept per task
-IN_FORKED_WORKER = False     # True inside a forked worker (the process dies after the check)
-
-
-# --------------------------------------------------------------------------- plain-data records
-
-class Raised:
-    """An exception raised by the learner's code, as plain data (it crosses the pipe, and
-    its ``__str__`` is called once, safely: a broken ``__str__`` is the learner's problem,
-    not a crash of the checker)."""
-
-    def __init__(self, exc: BaseException):
-        self.type_name = type(exc).__name__
-        try:
-            self.text = str(exc)
-        except BaseException as inner:  # noqa: BLE001 - the learner's __str__ may raise anything
-            self.text = f"<its message could not be shown: __str__ raised {type(inner).__name__}>"
-        self.recursion = isinstance(exc, RecursionError)
-        self.not_implemented = isinstance(exc, NotImplementedError)
-        self.memory = isinstance(exc, MemoryError)
-        self.attribute = isinstance(exc, AttributeError)
-
-    def __repr__(self) -> str:
-        return f"Raised({self.type_name}: {self.text[:60]!r})"
-
-
-class Opaque:
-    """A returned value that could not be sent back (e.g. a generator): only its type."""
-
-    def __init__(self, obj: Any):
-        self.type_name = type(obj).__name__
-
-    def __repr__(self) -> str:
-        return f"<{self.type_name}>"
-
-
-class Outcome:
-    """What one task did. ``status``: "ok", "raised" (``value`` is a :class:`Raised`),
-    "timeout" (past the wall-clock limit), "cpu" (past the CPU-time limit) or "crashed"
-    (the worker process died; ``value`` says how). ``seconds`` is the wall time,
-    ``cpu`` the worker's CPU time, ``forbidden`` the first forbidden library call seen,
-    ``stuck`` whether a thread could not be stopped (thread fallback only)."""
-
-    def __init__(self, status: str, value: Any = None, *, seconds: float = 0.0, cpu: float = 0.0,
-                 printed: str = "", forbidden: str | None = None, stuck: bool = False):
-        self.status, self.value, self.seconds, self.cpu = status, value, seconds, cpu
-        self.printed, self.forbidden, self.stuck = printed, forbidden, stuck
-
-    def __repr__(self) -> str:
-        return f"Outcome({self.status}, {self.value!r})"
-
-
-class _Tee(io.TextIOBase):
-    """Collects at most ``limit`` characters of what is printed."""
-
-    def __init__(self, limit: int = _PRINT_LIMIT):
-        self.parts: list[str] = []
-        self.size, self.limit = 0, limit
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, s) -> int:
-        s = str(s)
-        if self.size < self.limit:
-            self.parts.append(s[: self.limit - self.size])
-            self.size += len(self.parts[-1])
-        return len(s)
-
-    def text(self) -> str:
-        return "".join(self.parts)
-
-
-# --------------------------------------------------------------------------- forbidden calls
-
-class Watch:
-    """Notes calls of forbidden library functions while the learner's code runs.
-
-    ``names`` are dotted paths (``"attnlib.softmax"``, ``"torch.Tensor.softmax"``,
-    ``"torch.nn.MultiheadAttention.forward"``); names whose top module is not imported
-    are skipped (and patched if the learner's code imports it). Each function is
-    replaced, where it is defined and wherever the same object is bound (attnlib's and
-    torch's modules, the learner's globals, closure cells and default arguments), by a
-    wrapper that records its name and calls the original. Only the outermost forbidden
-    call is recorded (``al.multi_head_attention`` calling the library's attention is one
-    shortcut, not two). In a forked worker the patches are never undone (the worker
-    dies); in the thread fallback :meth:`undo` restores everything.
-    """
-
-    _ALIAS_MODULES = ("torch", "torch.nn.functional", "torch._C._nn", "torch.special", "torch.nn",
-                      "torch.func", "torch.autograd", "torch.autograd.functional", "scipy.special")
-
-    def __init__(self, names, fn: Callable | None = None):
-        self.names = tuple(names)
-        self.fn = fn
-        self.active = False
-        self.seen: str | None = None
-        self._depth = 0
-        self._undo: list = []
-        self._done: set = set()
-        self._import = None
-        self.fn_is: str | None = None  # the learner passed a forbidden function itself
-
-    # -- recording
-    def _wrap(self, name: str, original: Callable) -> Callable:
-        watch = self
-
-        def forbidden_call(*args, **kwargs):
-            if watch.active and watch._depth == 0 and watch.seen is None:
-                watch.seen = name
-            watch._depth += 1
-            try:
-                return original(*args, **kwargs)
-            finally:
-                watch._depth -= 1
-
-        forbidden_call.__wrapped__ = original
-        forbidden_call.__name__ = getattr(original, "__name__", "forbidden_call")
-        forbidden_call.__doc__ = getattr(original, "__doc__", None)
-        return forbidden_call
-
-    def take(self) -> str | None:
-        seen, self.seen = self.seen, None
-        return seen or self.fn_is
-
-    # -- patching
-    @staticmethod
-    def _resolve(name: str):
-        """(owner, attribute, object) for a dotted name, or None (not imported / absent)."""
-        parts = name.split(".")
-        for i in range(len(parts) - 1, 0, -1):
-            mod = sys.modules.get(".".join(parts[:i]))
-            if mod is None:
-                continue
-            owner = mod
-            try:
-                for p in parts[i:-1]:
-                    owner = getattr(owner, p)
-                return owner, parts[-1], getattr(owner, parts[-1])
-            except AttributeError:
-                return None
-        return None
-
-    def _set(self, holder, key, value, how: str) -> None:
-        try:
-            if how == "attr":
-                old = getattr(holder, key)
-                setattr(holder, key, value)
-            elif how == "dict":
-                old = holder[key]
-                holder[key] = value
-            else:  # closure cell
-                old = holder.cell_contents
-                holder.cell_contents = value
-        except (AttributeError, TypeError, KeyError, ValueError):
-            return
-        self._undo.append((holder, key, old, how))
-
-    def install(self) -> "Watch":
-        wrapped: dict[int, Callable] = {}
-        for name in self.names:
-            if name in self._done:
-                continue
-            found = self._resolve(name)
-            if found is None:
-                continue
-            self._done.add(name)
-            owner, attr, obj = found
-            if getattr(obj, "__name__", "") == "forbidden_call":
-                continue
-            if getattr(self.fn, "__func__", self.fn) is obj:
-                self.fn_is = self.fn_is or name
-            w = self._wrap(name, obj)
-            wrapped[id(obj)] = (obj, w)
-            self._set(owner, attr, w, "attr")
-        if not wrapped:
-            self._hook_imports()
-            return self
-        # the same objects bound elsewhere: attnlib's and torch's modules, the learner's namespace
-        spaces = [m.__dict__ for n, m in list(sys.modules.items())
-                  if m is not None and (n == "attnlib" or n.startswith("attnlib.") or n in self._ALIAS_MODULES)]
-        fn = self.fn
-        for f in self._functions(fn):
-            spaces.append(f.__globals__)
-            for cell in f.__closure__ or ():
-                try:
-                    hit = wrapped.get(id(cell.cell_contents))
-                except ValueError:  # an empty cell
-                    continue
-                if hit is not None and hit[0] is cell.cell_contents:
-                    self._set(cell, None, hit[1], "cell")
-            if f.__defaults__ and any(id(d) in wrapped for d in f.__defaults__):
-                new = tuple(wrapped[id(d)][1] if id(d) in wrapped and wrapped[id(d)][0] is d else d
-                            for d in f.__defaults__)
-                self._set(f, "__defaults__", new, "attr")
-        for space in spaces:
-            for key, value in list(space.items()):
-                hit = wrapped.get(id(value))
-                if hit is not None and hit[0] is value:
-                    self._set(space, key, hit[1], "dict")
-        self._hook_imports()
-        return self
-
-    @staticmethod
-    def _functions(fn) -> list:
-        """The learner's function and the plain functions it closes over (one level)."""
-        out = []
-        f = getattr(fn, "__func__", fn)  # a bound method
-        if hasattr(f, "__globals__"):
-            out.append(f)
-            for cell in f.__closure__ or ():
-                try:
-                    c = cell.cell_contents
-                except ValueError:
-                    continue
-                if hasattr(c, "__globals__") and c.__globals__ is not f.__globals__:
-                    out.append(c)
-        return out
-
-    def _hook_imports(self) -> None:
-        """Patch again after an import inside the learner's code (``import torch`` there)."""
-        if self._import is not None or all(n in self._done for n in self.names):
-            return
-        import builtins
-        original = builtins.__import__
-        watch = self
-
-        depth = [0]
-
-        def watched_import(*args, **kwargs):
-            depth[0] += 1
-            try:
-                module = original(*args, **kwargs)
-            finally:
-                depth[0] -= 1
-            # patch once the outermost import is complete (torch sets docstrings on its
-            # functions while it imports itself: a wrapper there would break that)
-            if depth[0] == 0 and not all(n in watch._done for n in watch.names):
-                watch.install()
-            return module
-
-        self._import = original
-        self._set(builtins, "__import__", watched_import, "attr")
-
-    def undo(self) -> None:
-        for holder, key, old, how in reversed(self._undo):
-            with contextlib.suppress(Exception):
-                if how == "attr":
-                    setattr(holder, key, old)
-                elif how == "dict":
-                    holder[key] = old
-                else:
-                    holder.cell_contents = old
-        self._undo.clear()
-
-
-# --------------------------------------------------------------------------- one task, in the worker
-
-class _KeptRecursionLimit:
-    """While the learner's code runs, ``sys.setrecursionlimit`` keeps the current limit
-    (a learner who raises it and recurses deeply would crash the process with SIGSEGV)."""
-
-    def __init__(self, cap: int | None = None):
-        self.cap = cap
-
-    def __enter__(self):
-        self.limit = sys.getrecursionlimit()
-        self.setter = sys.setrecursionlimit
-        if self.cap is not None and self.limit > self.cap:
-            sys.setrecursionlimit(self.cap)
-        sys.setrecursionlimit = lambda n: None  # noqa: E731 - the learner's request is ignored
-        return self
-
-    def __exit__(self, *exc):
-        sys.setrecursionlimit = self.setter
-        sys.setrecursionlimit(self.limit)
-        return False
-
-
-def _execute(task: Callable, watch: Watch | None, cpu_clock: Callable[[], float],
-             recursion_cap: int | None = None) -> Outcome:
-    """Run one task with stdout and stderr captured and forbidden calls watched."""
-    tee = _Tee()
-    t0, c0 = time.perf_counter(), cpu_clock()
-    try:
-        with contextlib.redirect_stdout(tee), contextlib.redirect_stderr(tee), \
-                np.errstate(all="ignore"), _KeptRecursionLimit(recursion_cap):
-            if watch is not None:
-                watch.active = True
-            try:
-                value, status = task(), "ok"
-            finally:
-                if watch is not None:
-                    watch.active = False
-    except _Timeout:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - the learner's code may raise anything
-        value, status = Raised(exc), "raised"
-    return Outcome(status, value, seconds=time.perf_counter() - t0, cpu=cpu_clock() - c0,
-                   printed=tee.text(), forbidden=watch.take() if watch is not None else None)
-
-
-# --------------------------------------------------------------------------- forked worker
 
 def fork_unsafe_reason() -> str | None:
-    """Why the checker must use threads here (None: a forked worker is safe)."""
-    if os.environ.get("ATTNLIB_CHECK_WORKER", "").lower() == "thread":
-        return N_("ATTNLIB_CHECK_WORKER=thread is set")
+    """Why the checker must spawn a fresh process here (None: forking is safe)."""
+    forced = os.environ.get("ATTNLIB_CHECK_WORKER", "").lower()
+    if forced == "fork" and hasattr(os, "fork"):
+        return None
+    if forced in ("spawn", "thread"):
+        return N_("ATTNLIB_CHECK_WORKER=spawn is set")
     if not hasattr(os, "fork"):
         return N_("this platform has no fork")
     if sys.platform == "darwin":
@@ -379,243 +77,501 @@ def fork_unsafe_reason() -> str | None:
     return None
 
 
-def _child_main(conn, tasks: list, watch_names: tuple, fn: Callable | None) -> None:
-    """The forked worker: run the tasks the parent asks for until it closes the pipe."""
-    global IN_FORKED_WORKER
-    IN_FORKED_WORKER = True
+def worker_mode() -> str:
+    """``"fork"`` or ``"spawn"``: how the next check starts its worker."""
+    return "spawn" if fork_unsafe_reason() else "fork"
+
+
+# --------------------------------------------------------------------------- processes
+
+def _stat(pid: int) -> list[str] | None:
     try:
-        torch = sys.modules.get("torch")
-        if torch is not None:  # the parent's OpenMP pool does not survive fork: run on one thread
-            with contextlib.suppress(Exception):
-                torch.set_num_threads(1)
-        warnings.simplefilter("ignore")
-        with contextlib.suppress(Exception):  # a crash is reported by the parent, not dumped here
-            import faulthandler
-            faulthandler.disable()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles the interrupt
-        signal.signal(signal.SIGPROF, lambda *_: os._exit(_CPU_EXIT))
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].decode().split()
+    except (OSError, IndexError):
+        return None
+
+
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds used by process ``pid`` and its reaped children (None without /proc)."""
+    st = _stat(pid)
+    if st is None:
+        return None
+    return sum(int(v) for v in st[11:15]) / _TICK
+
+
+def _children(pid: int) -> list[int] | None:
+    kids: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return [] if os.path.isdir("/proc/self/task") else None
+    for tid in tasks:
         try:
-            watch = Watch(watch_names, fn).install() if watch_names else None
-        except Exception:  # noqa: BLE001 - an odd module state: check the values at least
-            watch = None
-        while True:
-            try:
-                msg = conn.recv()
-            except EOFError:
-                break
-            index, cpu_limit = msg
-            if cpu_limit is not None:
-                signal.setitimer(signal.ITIMER_PROF, max(cpu_limit, 1e-3))
-            out = _execute(tasks[index], watch, time.process_time)
-            signal.setitimer(signal.ITIMER_PROF, 0)
-            try:
-                conn.send(out)
-            except Exception:  # noqa: BLE001 - an unpicklable value (a generator, a lambda...)
-                v = out.value
-                if isinstance(v, tuple) and len(v) == 3:  # a case task: (state, value, mutated)
-                    out.value = (v[0], Opaque(v[1]), v[2])
-                else:
-                    out.value = Opaque(v)
-                try:
-                    conn.send(out)
-                except Exception:  # noqa: BLE001
-                    conn.send(Outcome("raised", Raised(RuntimeError("the result could not be sent back"))))
-    except BaseException:  # noqa: BLE001 - never run the parent's code after fork
-        pass
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids += [int(p) for p in f.read().split()]
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+    return kids
+
+
+def _scan_children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _stat(int(name))
+            if st is not None:
+                tree.setdefault(int(st[1]), []).append(int(name))
+    return tree
+
+
+def descendants(pid: int) -> list[int]:
+    """The live (not zombie) descendants of ``pid``, found in /proc ([] without /proc)."""
+    if not os.path.isdir("/proc"):
+        return []
+    found, frontier, tree = [], [pid], None
+    while frontier:
+        p = frontier.pop()
+        kids = _children(p)
+        if kids is None:  # no children files (an old kernel): scan every process once
+            tree = tree if tree is not None else _scan_children()
+            kids = tree.get(p, [])
+        for k in kids:
+            st = _stat(k)
+            if st is None:
+                continue
+            if st[0] not in ("Z", "X"):
+                found.append(k)
+            frontier.append(k)
+    return found
+
+
+def _signal(pid: int, sig: int) -> None:
+    if pid > 1 and pid != os.getpid():
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            os.kill(pid, sig)
+
+
+def kill_tree(pid: int) -> list[int]:
+    """Kill process ``pid`` and every process descended from it (see the module docstring);
+    returns the pids killed (and the zombies found), to be reaped.
+
+    ``pid`` must be an unreaped child of this process (alive or a zombie), so that it
+    cannot be another process's pid. The tree is stopped from the top down before anything
+    is killed: a stopped parent cannot reap its children, so every pid found stays that
+    process's until it is killed (no pid can be reused under our hands)."""
+    if pid <= 1 or pid == os.getpid():
+        return []
+    _stop(pid)
+    killed: list[int] = []
+    for _ in range(100):
+        stopped, frontier = [], [pid]
+        while frontier:  # stop every descendant, parents before their children
+            p = frontier.pop()
+            live, dead = _children_by_state(p)  # (p is stopped: its children are all there)
+            killed += [k for k in dead if k not in killed]  # zombies: only to be reaped
+            for k in live:
+                if k not in killed:
+                    _stop(k)
+                    stopped.append(k)
+                frontier.append(k)
+        if not stopped:
+            break
+        for k in stopped:
+            _signal(k, signal.SIGKILL)
+        killed += stopped
+    if os.path.isdir("/proc"):
+        _signal(pid, signal.SIGKILL)
+    else:  # no /proc: the worker's process group, then the worker
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            os.killpg(pid, signal.SIGKILL)
+        _signal(pid, signal.SIGKILL)
+    return killed
+
+
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+def _prctl(option: int, value: int = 0):
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if option == _PR_GET_CHILD_SUBREAPER:
+            out = ctypes.c_int(0)
+            return out.value if libc.prctl(option, ctypes.byref(out), 0, 0, 0) == 0 else None
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return None
+
+
+def end_tree(pid: int) -> int | None:
+    """Kill child ``pid`` and its descendants (:func:`kill_tree`), reap it and them, and
+    return its wait status (None if unknown). While it dies this process is a child
+    subreaper, so the dead descendants become its zombies and are reaped here instead of
+    being left to init."""
+    was = _prctl(_PR_GET_CHILD_SUBREAPER) if sys.platform.startswith("linux") else None
+    if was == 0:
+        _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    try:
+        killed = kill_tree(pid)
+        status = None
+        with contextlib.suppress(ChildProcessError, OSError):
+            _, status = os.waitpid(pid, 0)
+        # ``pid`` is gone: what it had not reaped is ours now (we are a subreaper), or was
+        # reaped before it was stopped; each killed process dies at once
+        if was == 0:
+            for k in killed:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(k, 0)
+        return status
     finally:
-        os._exit(0)
+        if was == 0:
+            _prctl(_PR_SET_CHILD_SUBREAPER, 0)
 
 
-class _ForkWorker:
-    def __init__(self, tasks: list, watch_names: tuple, fn: Callable | None):
-        from multiprocessing import Pipe
+def _stop(pid: int) -> None:
+    """Send SIGSTOP and wait (briefly) until ``pid`` is stopped: only then are its children
+    all known (a signal is delivered asynchronously; a fork can still complete meanwhile)."""
+    _signal(pid, signal.SIGSTOP)
+    deadline = time.perf_counter() + 0.5
+    while time.perf_counter() < deadline:
+        st = _stat(pid)
+        if st is None or st[0] in ("T", "t", "Z", "X"):
+            return
+        os.sched_yield()
 
-        self.tasks, self.watch_names, self.fn = tasks, watch_names, fn
-        self.pid: int | None = None
-        self.conn = self._child_conn = None
-        self._Pipe = Pipe
 
-    def _start(self) -> None:
-        parent, child = self._Pipe(duplex=True)
+def _children_by_state(pid: int) -> tuple[list[int], list[int]]:
+    """(live children, zombie children) of ``pid``."""
+    kids = _children(pid)
+    if kids is None:
+        kids = _scan_children().get(pid, [])
+    live, dead = [], []
+    for k in kids:
+        st = _stat(k)
+        if st is not None:
+            (dead if st[0] in ("Z", "X") else live).append(k)
+    return live, dead
+
+
+# --------------------------------------------------------------------------- the worker
+
+class Worker:
+    """The process that runs ``fn`` for one check. ``call`` sends one request and returns
+    the reply's bytes, or a failure :class:`._wire.Outcome` (timeout, cpu, crashed,
+    garbled, unsendable); ``close`` ends it and everything it started. Use as a context
+    manager."""
+
+    def __init__(self, fn: Callable, *, memory_limit: int | None = None, mode: str | None = None,
+                 extra_checks: dict | None = None):
+        self.fn, self.memory_limit = fn, memory_limit
+        self.extra_checks = dict(extra_checks or {})  # sent along to a spawned worker
+        self.mode = mode or worker_mode()
+        self.pid: int | None = None        # the worker (the guard until it said "started")
+        self.guard: int | None = None      # the process this one started (a child)
+        self.last_pid: int | None = None
+        self.ended: int | None = None      # the worker's wait status, if the guard reported it
+        self.closed = False
+        self.proc: subprocess.Popen | None = None
+        self.failed: _wire.Outcome | None = None
+        self._out = self._in = None
+        self.reader: _wire.FrameReader | None = None
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    # -- starting
+    def _pipes(self):
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        return req_r, req_w, rep_r, rep_w
+
+    def _start(self) -> _wire.Outcome | None:
+        if self.failed is not None:
+            return self.failed
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
+        if self.mode == "spawn":
+            self.failed = self._spawn()
+            return self.failed
+        _Standby.discard()  # forking again: a spawned standby is not needed
+        req_r, req_w, rep_r, rep_w = self._pipes()
         pid = os.fork()
-        if pid == 0:  # the worker
+        if pid == 0:  # the guard, which forks the worker
             try:
                 os.setpgid(0, 0)
-                parent.close()
-            except BaseException:  # noqa: BLE001
-                pass
-            _child_main(child, self.tasks, self.watch_names, self.fn)
-            os._exit(0)  # not reached
+                os.close(req_w)
+                os.close(rep_r)
+                _worker.guarded(req_r, rep_w, self.fn, memory_limit=self.memory_limit)
+            finally:
+                os._exit(0)
         with contextlib.suppress(OSError):
-            os.setpgid(pid, pid)  # also here: no race with an early kill
-        child.close()
-        self.pid, self.conn = pid, parent
+            os.setpgid(pid, pid)
+        os.close(req_r)
+        os.close(rep_w)
+        self._connect(pid, req_w, rep_r)
+        return None  # (the worker's "started" frame comes before its first reply: see _wait)
 
-    def run(self, index: int, limit: float, cpu_limit: float | None = None) -> Outcome:
-        if self.pid is None:
-            self._start()
-        t0 = time.perf_counter()
+    def _started(self) -> _wire.Outcome | None:
+        """Wait for the guard's "started" frame: from then on ``pid`` is the worker's."""
+        got = self._wait(None, _START_LIMIT, None, ready=True)
+        if isinstance(got, _wire.Outcome):
+            return got
         try:
-            self.conn.send((index, cpu_limit))
-            ready = self.conn.poll(max(limit, 0.0))
-        except (BrokenPipeError, EOFError, OSError):
-            ready = True
-        if not ready:
+            msg = json.loads(got[0])
+            worker = int(msg["worker"]) if msg.get("attnlib") == "started" else None
+        except (ValueError, KeyError, TypeError, AttributeError):
+            worker = None
+        if worker is None:
             self.close()
-            return Outcome("timeout", seconds=time.perf_counter() - t0)
+            return _wire.Outcome.failure("garbled", text="the worker did not start")
+        self.pid = self.last_pid = worker
+        return None
+
+    def _connect(self, guard: int, out_fd: int, in_fd: int) -> None:
+        os.set_blocking(in_fd, False)
+        self.guard = self.pid = self.last_pid = guard
+        self._out, self._in = out_fd, in_fd
+        self.ended: int | None = None
+        self.reader = _wire.FrameReader(in_fd)
+
+    def _spawn(self) -> _wire.Outcome | None:
         try:
-            return self.conn.recv()
-        except (EOFError, OSError):
-            how = self.close()
-            if how == ("exit", _CPU_EXIT):
-                return Outcome("cpu", seconds=time.perf_counter() - t0, cpu=cpu_limit or 0.0)
-            return Outcome("crashed", how, seconds=time.perf_counter() - t0)
+            payload = _pickle(self.fn, self.extra_checks)
+        except Exception as exc:  # noqa: BLE001 - the learner's objects may not pickle
+            return _wire.Outcome.failure("unsendable", text=f"{type(exc).__name__}: {exc}"[:500])
+        extra = self.memory_limit
+        if extra and sys.modules.get("torch") is not None and "CUDA" in (fork_unsafe_reason() or ""):
+            extra += 8 * 2**30  # a CUDA context maps host memory of its own
+        pid, self.proc, out_fd, in_fd = _Standby.take()
+        self._connect(pid, out_fd, in_fd)
+        try:
+            _wire.write_frame(self._out, json.dumps({"memory_limit": int(extra or 0)}).encode())
+            _wire.write_frame(self._out, payload)
+        except OSError:
+            return self._ended(0.0)
+        got = self._wait(None, _START_LIMIT, None, ready=True)
+        if isinstance(got, _wire.Outcome):
+            return got
+        try:
+            ready = json.loads(got[0])
+        except ValueError:
+            ready = {}
+        if not isinstance(ready, dict) or not ready.get("ok"):
+            why = ready.get("why") if isinstance(ready, dict) and isinstance(ready.get("why"), str) else "?"
+            self.close()
+            return _wire.Outcome.failure("unsendable", text=why[:500])
+        return self._started()
 
     def close(self):
-        """Kill the worker and its process group; returns how it ended."""
-        if self.pid is None:
+        """End the worker and everything it started; returns how the worker ended
+        (``("signal", n)``, ``("exit", n)`` or None). A spawned worker's successor is
+        started in the background, so that the next check need not wait for Python to
+        start and import its modules."""
+        how = self._close()
+        if self.mode == "spawn" and self.proc is not None:
+            _Standby.prepare()
+        return how
+
+    def start(self) -> _wire.Outcome | None:
+        """Start the worker now (a spawned one: until it is ready); a failure Outcome
+        (unsendable, crashed) if it cannot be."""
+        try:
+            return self._start() if self.guard is None else None
+        except KeyboardInterrupt:
+            self.close()
+            raise
+
+    # -- one request
+    def call(self, request_id: str, text: str, *, limit: float, cpu_limit: float | None = None):
+        """Send a request; wait up to ``limit`` seconds (and ``cpu_limit`` CPU seconds) for
+        its reply. Returns ``(reply_bytes, cpu_seconds or None)`` or a failure Outcome."""
+        try:
+            if self.guard is None:
+                if self.closed:  # it ended (a crash, a time-out): a check never starts a second one
+                    return _wire.Outcome.failure("crashed")
+                failed = self._start()
+                if failed is not None:
+                    return failed
+            cpu0 = process_cpu(self.pid)
+            t0 = time.perf_counter()
+            try:
+                _wire.write_frame(self._out, text.encode("utf-8"))
+            except OSError:
+                return self._ended(time.perf_counter() - t0)
+            return self._wait(request_id, limit, cpu_limit, cpu0=cpu0, pid0=self.pid)
+        except KeyboardInterrupt:  # the learner pressed "interrupt": stop the worker too
+            self.close()
+            raise
+
+    def _wait(self, request_id, limit, cpu_limit, *, cpu0=None, pid0=None, ready=False):
+        t0 = time.perf_counter()
+        deadline = t0 + max(limit, 0.0)
+        step = 0.02 if cpu_limit is not None else None
+        while True:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                self.close()
+                return _wire.Outcome.failure("timeout", seconds=time.perf_counter() - t0)
+            r, _, _ = select.select([self._in], [], [], min(left, step) if step else left)
+            if cpu_limit is not None and cpu0 is not None and self.pid == pid0:
+                used = process_cpu(self.pid)
+                if used is not None and used - cpu0 > cpu_limit:
+                    self.close()
+                    return _wire.Outcome.failure("cpu", seconds=time.perf_counter() - t0, cpu=used - cpu0)
+            if not r:
+                continue
+            try:
+                frames = self.reader.feed()
+            except _wire.WireError as exc:
+                self.close()
+                return _wire.Outcome.failure("garbled", text=str(exc), seconds=time.perf_counter() - t0)
+            for frame in frames:
+                if ready:
+                    return frame, None
+                if _answers(frame, request_id, self.pid):
+                    used = process_cpu(self.pid) if self.pid == pid0 else None
+                    return frame, (None if used is None or cpu0 is None else used - cpu0)
+                if frame.startswith(b'{"attnlib": "started"') and self.pid == self.guard:
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        self.pid = self.last_pid = int(json.loads(frame)["worker"])
+                    continue
+                if frame.startswith(b'{"attnlib": "ended"'):  # the guard: the worker has ended
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        self.ended = int(json.loads(frame)["status"])
+                    return self._ended(time.perf_counter() - t0)
+            if self.reader.eof:
+                return self._ended(time.perf_counter() - t0)
+
+    def _ended(self, seconds: float) -> _wire.Outcome:
+        how = self.close()
+        return _wire.Outcome.failure("crashed", how=how, seconds=seconds)
+
+    # -- ending
+    def _close(self):
+        if self.guard is None:
             return None
-        pid, self.pid = self.pid, None
-        with contextlib.suppress(Exception):
-            self.conn.close()
-        status = None
-        with contextlib.suppress(ChildProcessError, OSError):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done == 0:
-                status = None
-        for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-                target()
-        if status is None:
-            with contextlib.suppress(ChildProcessError, OSError):
-                _, status = os.waitpid(pid, 0)
+        guard, self.guard, self.pid = self.guard, None, None
+        self.closed = True
+        # kill before closing the pipes (the worker would end at their end of file, and
+        # orphan what it started) and before reaping (until then no pid can be another's)
+        status = end_tree(guard)
+        for fd in (self._out, self._in):
+            with contextlib.suppress(OSError, TypeError):
+                os.close(fd)
+        if self.ended is not None:
+            status = self.ended
+        elif self.last_pid != guard:  # the worker was killed by us, not ended by itself
+            status = None
+        if self.proc is not None:
+            with contextlib.suppress(Exception):
+                self.proc.returncode = -9  # reaped above: keep Popen from waiting again
         if status is None:
             return None
         if os.WIFSIGNALED(status):
             return ("signal", os.WTERMSIG(status))
+        if os.WIFSTOPPED(status):
+            return ("signal", os.WSTOPSIG(status))
         return ("exit", os.WEXITSTATUS(status))
 
 
-# --------------------------------------------------------------------------- thread fallback
+class _Standby:
+    """A spawned worker started ahead of its check: a fresh Python process that has
+    imported what this kernel uses (numpy, attnlib.exercises, torch if imported here) and
+    waits for its function. Nothing of a learner's has run in it. It ends by itself when
+    this process ends (its pipe closes); one made with another environment, working
+    directory or path is not used."""
 
-def _interrupt(th: threading.Thread) -> None:
-    """Ask thread ``th`` to raise :class:`_Timeout` at its next Python instruction."""
-    if th.ident is None:
-        return
-    tid = ctypes.c_ulong(th.ident)
-    n = ctypes.pythonapi.PyThreadState_SetAsyncExc(tid, ctypes.py_object(_Timeout))
-    if n > 1:  # never expected; undo as the C API documentation says
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(tid, None)
+    current: tuple | None = None   # (key, Popen, out_fd, in_fd)
 
+    @staticmethod
+    def _key() -> tuple:
+        preload = tuple(m for m in ("torch",) if m in sys.modules)
+        return (os.getcwd(), tuple(sys.path), tuple(sorted(os.environ.items())), preload)
 
-def _running(th: threading.Thread) -> bool:
-    # not th.is_alive(): on Python 3.11 a join interrupted by KeyboardInterrupt marks the
-    # thread as stopped although it still runs; the thread's own flag is the truth
-    return not th._attnlib_done.is_set()
-
-
-def _stop(th: threading.Thread, seconds: float = 1.0) -> bool:
-    """Interrupt ``th`` repeatedly (it may catch one exception) for up to ``seconds``;
-    returns whether it stopped."""
-    deadline = time.perf_counter() + seconds
-    while _running(th) and time.perf_counter() < deadline:
-        _interrupt(th)
-        th._attnlib_done.wait(0.02)
-    return not _running(th)
-
-
-def _reap_stuck() -> int:
-    """Interrupt again the threads that were stuck earlier; returns how many still run."""
-    for th in list(_STUCK):
-        if _running(th):
-            _stop(th, 0.1)
-        if not _running(th):
-            _STUCK.remove(th)
-    return len(_STUCK)
-
-
-def _thread_cpu_seconds(th: threading.Thread) -> float | None:
-    """CPU time used so far by thread ``th`` (None where the platform cannot tell)."""
-    try:
-        return time.clock_gettime(time.pthread_getcpuclockid(th.ident))
-    except (AttributeError, OSError, TypeError):  # not Linux/BSD, or the thread has ended
-        return None
-
-
-class _ThreadWorker:
-    def __init__(self, tasks: list, watch_names: tuple, fn: Callable | None):
-        self.tasks, self.watch_names, self.fn = tasks, watch_names, fn
-
-    def run(self, index: int, limit: float, cpu_limit: float | None = None) -> Outcome:
-        _reap_stuck()
-        box: dict[str, Outcome] = {}
-        done = threading.Event()
-        watch = Watch(self.watch_names, self.fn) if self.watch_names else None
-
-        def target():
-            try:
-                try:
-                    if watch is not None:
-                        watch.install()
-                    box["out"] = _execute(self.tasks[index], watch, time.thread_time, _THREAD_RECURSION_CAP)
-                finally:
-                    if watch is not None:
-                        watch.undo()
-            except _Timeout:  # arrived after the task returned; reported as a timeout
-                pass
-            finally:
-                done.set()
-
-        old = threading.stack_size()
-        with contextlib.suppress(ValueError, RuntimeError):
-            threading.stack_size(_STACK_BYTES)
-        th = threading.Thread(target=target, daemon=True, name=_THREAD_NAME)
-        th._attnlib_done = done
+    @classmethod
+    def _start(cls, key: tuple) -> tuple:
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         try:
-            th.start()
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from attnlib.exercises._worker import main; main()",
+                 str(req_r), str(rep_w), ",".join(key[3])],
+                pass_fds=(req_r, rep_w), start_new_session=True, stdin=subprocess.DEVNULL, env=env)
         finally:
-            threading.stack_size(old)
-        hit_cpu = False
+            os.close(req_r)
+            os.close(rep_w)
+        return (key, proc, req_w, rep_r)
+
+    @classmethod
+    def prepare(cls) -> None:
+        """Start the next standby now (in the background)."""
+        key = cls._key()
+        if cls.current is not None and cls.current[0] == key and cls.current[1].poll() is None:
+            return
+        cls.discard()
         try:
-            deadline = time.perf_counter() + max(limit, 0.0)
-            while not done.is_set() and time.perf_counter() < deadline:
-                done.wait(0.02)
-                if cpu_limit is not None:
-                    used = _thread_cpu_seconds(th)
-                    if used is not None and used > cpu_limit:
-                        hit_cpu = True
-                        break
-        except KeyboardInterrupt:  # the learner pressed "interrupt": stop the worker too
-            if not _stop(th):
-                _STUCK.append(th)
-            raise
-        if not done.is_set() or "out" not in box:
-            stuck = not done.is_set() and not _stop(th)
-            if stuck:
-                _STUCK.append(th)
-                if watch is not None:  # a stuck thread must not leave the library wrapped
-                    watch.active = False
-                    watch.undo()
-            return Outcome("cpu" if hit_cpu else "timeout", seconds=limit, cpu=cpu_limit or 0.0, stuck=stuck)
-        out = box["out"]
-        if cpu_limit is not None and out.cpu > cpu_limit:
-            out.status = "cpu"
-        return out
+            cls.current = cls._start(key)
+        except OSError:
+            cls.current = None
 
-    def close(self):
-        return None
+    @classmethod
+    def take(cls) -> tuple:
+        """``(pid, Popen, out_fd, in_fd)`` of a started worker (the standby, if it fits)."""
+        key = cls._key()
+        got = cls.current
+        cls.current = None
+        if got is None or got[0] != key or got[1].poll() is not None:
+            if got is not None:
+                cls._end(got)
+            got = cls._start(key)
+        _key, proc, out_fd, in_fd = got
+        return proc.pid, proc, out_fd, in_fd
+
+    @classmethod
+    def discard(cls) -> None:
+        if cls.current is not None:
+            cls._end(cls.current)
+            cls.current = None
+
+    @staticmethod
+    def _end(got: tuple) -> None:
+        _key, proc, out_fd, in_fd = got
+        for fd in (out_fd, in_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if proc.returncode is None:  # not reaped yet: its pid is still its own
+            end_tree(proc.pid)
+            proc.returncode = -9
 
 
-@contextlib.contextmanager
-def session(tasks: list, watch: tuple = (), fn: Callable | None = None):
-    """Yield a worker whose ``run(i, limit, cpu_limit=None) -> Outcome`` runs ``tasks[i]``.
-    On leaving (normally, by an exception or by KeyboardInterrupt) nothing of the
-    learner's code is left running (threads: as far as they can be stopped)."""
-    worker = _ThreadWorker(tasks, tuple(watch), fn) if fork_unsafe_reason() else _ForkWorker(tasks, tuple(watch), fn)
+atexit.register(_Standby.discard)
+
+
+def standby_pids() -> set[int]:
+    """The pid of the spawned standby worker, if one waits (it has run no learner code)."""
+    return {_Standby.current[1].pid} if _Standby.current is not None else set()
+
+
+def _answers(frame: bytes, request_id: str, pid: int | None) -> bool:
+    """Whether a frame is the reply of process ``pid`` to ``request_id`` (checked again,
+    fully, when the reply is read)."""
+    head = frame[:400]
+    return (f'"id":"{request_id}"'.encode() in head) and (pid is None or f'"pid":{pid},'.encode() in head)
+
+
+def _pickle(fn: Callable, extra_checks: dict) -> bytes:
     try:
-        yield worker
-    finally:
-        worker.close()
+        import cloudpickle
+    except ImportError:  # only functions importable by name can be sent then
+        import pickle
+        return pickle.dumps((fn, extra_checks))
+    return cloudpickle.dumps((fn, extra_checks))

@@ -68,9 +68,7 @@ def _merge_nan_on_empty(m1, l1, acc1, m2, l2, acc2):
     return m, a1 * l1 + a2 * l2, a1[..., None] * acc1 + a2[..., None] * acc2
 
 
-def _merge_cases():
-    rng = np.random.default_rng(60)
-
+def _merge_cases(rng):
     def halves(L, S1, S2, Ev, mag, shift=0.0, masked_rows=()):
         s = rng.standard_normal((L, S1 + S2)) * mag
         s[:, S1:] += shift  # the second block's scores are larger: its max wins
@@ -84,6 +82,8 @@ def _merge_cases():
         Case(args=halves(4, 3, 5, 2, 1.0, shift=2.0), label="two key blocks, the second with larger scores"),
         Case(args=halves(3, 6, 2, 3, 1.0, shift=-3.0), label="the first block holds the maximum"),
         Case(args=halves(5, 4, 4, 2, 30.0), label="large scores (exp(s) alone would overflow)"),
+        Case(args=halves(3, 3, 4, 2, 1.0, shift=rng.uniform(780.0, 820.0)),
+             label="the second block's scores are about 800 above the first's"),
         Case(args=halves(4, 3, 3, 2, 1.0, shift=1.0, masked_rows=[(0, 1), (1, 2), (3, 3)]),
              label="rows masked in one block, and a row masked in both"),
         Case(args=halves(1, 1, 1, 1, 1.0), label="one query, one key per block"),
@@ -113,34 +113,45 @@ register(Exercise(
     mistakes=[
         Mistake("no_rescale", "The two states are added without rescaling",
                 "l1 + l2 and acc1 + acc2 add sums of exp(s - m1) to sums of exp(s - m2): two different "
-                "units. Bring both to the common maximum m = max(m1, m2) first: multiply state i by "
-                "exp(m_i - m) before adding.",
-                fn=_merge_no_rescale),
+                "units. Bring both states to one common reference, the larger of the two maxima, before "
+                "adding.",
+                fn=_merge_no_rescale,
+                fix="m = np.maximum(m1, m2); multiply state i by exp(m_i - m) before adding: "
+                    "l = exp(m1 - m) * l1 + exp(m2 - m) * l2, and the same factors (with [:, None]) for acc."),
         Mistake("inverted_factor", "The rescaling factor is upside down",
-                "You multiplied by exp(m - m_i), which is >= 1 and inflates the smaller block. The sums "
-                "were taken relative to m_i; relative to m = max(m1, m2) they are exp(m_i - m) times "
-                "smaller, so the factor is exp(m_i - m) <= 1.",
-                fn=_merge_inverted),
+                "Your factor is >= 1 and inflates the smaller block. The sums were taken relative to "
+                "m_i; relative to the larger maximum m they are smaller, so the factor must be <= 1.",
+                fn=_merge_inverted,
+                fix="Multiply by exp(m_i - m), not exp(m - m_i)."),
         Mistake("l_not_rescaled", "Only acc is rescaled, not l",
-                "acc and l are sums over the same exp(s - m) terms, so they need the same factors: "
-                "l = exp(m1 - m) l1 + exp(m2 - m) l2. Otherwise acc / l is no longer the softmax average.",
-                fn=_merge_acc_only),
+                "acc and l are sums over the same exp(s - m) terms, so they need the same factors. "
+                "Otherwise acc / l is no longer the softmax average.",
+                fn=_merge_acc_only,
+                fix="l = exp(m1 - m) * l1 + exp(m2 - m) * l2."),
         Mistake("max_not_updated", "The running maximum is not updated",
-                "You kept m1 as the reference and scaled the second state by exp(m2 - m1). acc / l is "
-                "right, but exp(m2 - m1) overflows as soon as the second block's scores are ~700 larger, "
-                "which is what the maximum is there to prevent. Return m = max(m1, m2) and scale both "
-                "states by exp(m_i - m).",
-                fn=_merge_keep_first_max),
+                "You kept m1 as the reference and scaled only the second state. acc / l is right, but "
+                "exp(m2 - m1) overflows as soon as the second block's scores are ~700 larger (here ~800), "
+                "which is what the maximum is there to prevent. The reference must be the larger "
+                "maximum, and it is part of the returned state.",
+                fn=_merge_keep_first_max,
+                fix="Return m = np.maximum(m1, m2) and scale both states by exp(m_i - m)."),
         Mistake("nan_on_empty_rows", "A row with no keys in either block becomes NaN",
-                "When m1 = m2 = -inf, m - m_i is -inf - (-inf) = NaN. Replace m by 0 where it is -inf "
-                "before computing exp(m_i - m) (e.g. np.where(np.isneginf(m), 0, m)); the factors are "
-                "then exp(-inf) = 0 and the row stays (-inf, 0, 0).",
-                fn=_merge_nan_on_empty),
+                "When both maxima are -inf, m - m_i is -inf - (-inf) = NaN. Such a row needs a finite "
+                "reference in the exponent, so that both factors come out as exp(-inf) = 0 and the "
+                "row stays (-inf, 0, 0).",
+                fn=_merge_nan_on_empty,
+                fix="m_safe = np.where(np.isneginf(m), 0.0, m); factors exp(m1 - m_safe), exp(m2 - m_safe); "
+                    "return m itself."),
     ],
     hint="l1 is a sum of exp(s - m1) and l2 a sum of exp(s - m2): numbers in two different units. "
          "Which common reference makes them addable without overflow, and what factor converts each "
          "state to it? A row that saw no keys in either block must stay empty.",
-    rtol=1e-9, atol=1e-12,
+    hints=("The common reference is the larger maximum m; a sum taken relative to m_i becomes a sum "
+           "relative to m when multiplied by exp(m_i - m), a factor <= 1. l and acc get the same factor. "
+           "Where m is -inf, use 0 in the exponent instead.",
+           "m = max(m1, m2); m_safe = 0 where m is -inf; a_i = exp(m_i - m_safe); "
+           "return m, a1 l1 + a2 l2, a1[:, None] acc1 + a2[:, None] acc2."),
+    rtol=1e-4, atol=1e-6,  # a float32 answer passes (its factors are off by ~1e-5 at scores near 90)
 ))
 
 
@@ -164,11 +175,11 @@ def _tiled_reference(q, k, v, block_size):
 
 
 def _tiled_variant(q, k, v, block_size, *, rescale_acc=True, rescale_l=True, max_sub=True,
-                   scale=True, drop_last=False):
+                   scale=True, drop_last=False, start_zero=False):
     L, S = q.shape[0], k.shape[0]
     if scale:
         q = q / math.sqrt(q.shape[-1])
-    m = np.full(L, -np.inf) if max_sub else np.zeros(L)
+    m = np.full(L, -np.inf) if max_sub and not start_zero else np.zeros(L)
     l, acc = np.zeros(L), np.zeros((L, v.shape[-1]))
     stop = (S // block_size) * block_size if drop_last else S
     for j0 in range(0, stop, block_size):
@@ -193,17 +204,24 @@ def _tiled_average_of_blocks(q, k, v, block_size):
     return np.mean(outs, axis=0)
 
 
-def _tiled_cases():
-    rng = np.random.default_rng(61)
+def _tiled_cases(rng):
+    n = rng.standard_normal
 
     def qkv(L, S, E, Ev, mag=1.0):
-        return (rng.standard_normal((L, E)) * mag, rng.standard_normal((S, E)) * mag,
-                rng.standard_normal((S, Ev)))
+        return n((L, E)) * mag, n((S, E)) * mag, n((S, Ev))
 
+    # every key shares one direction u; query 0 points against it, so all its scores lie
+    # near -1000: a running maximum that starts at 0 underflows its row to 0 / 0
+    u = n(4)
+    u *= 1.5 / np.linalg.norm(u)                  # |u| = 1.5
+    k_far = 0.05 * n((9, 4)) + u
+    q_far = n((3, 4))
+    q_far[0] = -rng.uniform(950.0, 1050.0) * 2.0 * u / (u @ k_far.mean(0))  # √E = 2
     return [
         Case(args=(*qkv(5, 7, 4, 3), 3), label="S = 7 is not a multiple of block_size = 3"),
         Case(args=(*qkv(8, 12, 8, 2), 4), label="S = 12 = 3 blocks of 4"),
         Case(args=(*qkv(6, 10, 4, 3, mag=25.0), 4), label="large scores (exp(s) would overflow)"),
+        Case(args=(q_far, k_far, n((9, 2)), 4), label="a query whose scores all lie near -1000"),
         Case(args=(*qkv(3, 9, 16, 5), 2), label="E = 16, Ev = 5, L != S"),
         Case(args=(*qkv(1, 1, 2, 1), 1), label="one query, one key"),
         Case(args=(*qkv(4, 6, 4, 2), 16), label="block_size larger than S (one block)"),
@@ -316,52 +334,80 @@ register(Exercise(
     cases=_tiled_cases,
     mistakes=[
         Mistake("no_rescale", "The running sums are not rescaled when the maximum changes",
-                "After a block raises the row maximum from m to m_new, the old l and acc are still sums of "
-                "exp(s - m). Multiply both by alpha = exp(m - m_new) before adding the new block.",
-                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, rescale_acc=False, rescale_l=False)),
+                "After a block raises the row maximum, the old l and acc are still sums relative to the "
+                "old maximum. Convert both to the new maximum before adding the new block's sums.",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, rescale_acc=False, rescale_l=False),
+                fix="alpha = np.exp(m - m_new); l = alpha * l + p.sum(-1); "
+                    "acc = alpha[:, None] * acc + p @ v_block."),
         Mistake("l_not_rescaled", "acc is rescaled but l is not",
-                "l and acc are sums over the same terms exp(s - m), so both need the factor "
-                "alpha = exp(m - m_new): l = alpha * l + p.sum(-1).",
-                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, rescale_l=False)),
+                "l and acc are sums over the same terms exp(s - m), so when the maximum changes both "
+                "need the same conversion factor.",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, rescale_l=False),
+                fix="l = alpha * l + p.sum(-1) with alpha = np.exp(m - m_new)."),
         Mistake("acc_not_rescaled", "l is rescaled but acc is not",
-                "acc is a sum of exp(s - m) v over the blocks seen so far; when the maximum changes it must "
-                "be multiplied by alpha = exp(m - m_new), exactly like l.",
-                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, rescale_acc=False)),
+                "acc is a sum of exp(s - m) v over the blocks seen so far; when the maximum changes it "
+                "must be converted to the new maximum exactly like l.",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, rescale_acc=False),
+                fix="acc = alpha[:, None] * acc + p @ v_block with alpha = np.exp(m - m_new)."),
         Mistake("average_of_block_softmaxes", "Each block is normalised on its own and the results averaged",
                 "A softmax per block gives every block the same total weight 1, whatever its scores. Keep "
-                "unnormalised sums (l, acc) across blocks and divide once at the end: out = acc / l.",
-                fn=_tiled_average_of_blocks),
+                "unnormalised sums across blocks and divide once, at the end.",
+                fn=_tiled_average_of_blocks,
+                fix="Carry l and acc (sums of exp(s - m) and exp(s - m) v) through the loop; "
+                    "return acc / l[:, None] after it."),
         Mistake("no_max_subtraction", "exp() of the raw scores overflows",
-                "Without the running maximum, exp(s) is inf for scores above ~709 (float64) and the output "
-                "becomes NaN. Keep a running max m, compute exp(s - m_new) and rescale the sums by "
-                "exp(m - m_new).",
-                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, max_sub=False)),
+                "Without a running maximum, exp(s) is inf for scores above ~709 (float64) and the output "
+                "becomes NaN. Keep the largest score seen so far per query and exponentiate relative to "
+                "it.",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, max_sub=False),
+                fix="m_new = np.maximum(m, s.max(-1)); p = np.exp(s - m_new[:, None]); rescale the sums "
+                    "by np.exp(m - m_new)."),
+        Mistake("max_starts_at_zero", "The running maximum starts at 0 instead of −∞",
+                "Your running maximum starts at 0, so it is never below 0. A query whose scores all lie "
+                "far below 0 (here near -1000) then exponentiates scores about 1000 below the reference: "
+                "every exp underflows to 0 and acc / l is 0 / 0. The maximum must start below every "
+                "possible score.",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, start_zero=True),
+                fix="m = np.full(L, -np.inf); the first block then sets m to its own maximum "
+                    "(alpha = exp(-inf) = 0 for the empty sums)."),
         Mistake("last_block_dropped", "The last, shorter block of keys is skipped",
-                "range(0, S - block_size, ...) or S // block_size blocks miss the keys after the last full "
-                "block when S is not a multiple of block_size. Loop with range(0, S, block_size): slicing "
-                "k[j:j + block_size] simply returns a shorter last block.",
-                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, drop_last=True)),
+                "Your loop stops before the keys after the last full block when S is not a multiple of "
+                "block_size. The last block may be shorter; slicing past the end simply returns the "
+                "keys that are left.",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, drop_last=True),
+                fix="for j in range(0, S, block_size): use k[j:j + block_size] (not range(0, S - block_size, ...) "
+                    "or S // block_size blocks)."),
         Mistake("no_scale", "The scores are not divided by √E",
-                "Scaled dot-product attention uses scores q·k / √E (E = q.shape[-1]); scale q (or each "
-                "score block) by 1 / sqrt(E).",
-                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, scale=False)),
+                "Scaled dot-product attention divides the scores by the square root of the width E of "
+                "the queries and keys.",
+                fn=lambda q, k, v, b: _tiled_variant(q, k, v, b, scale=False),
+                fix="q = q / math.sqrt(q.shape[-1]) (or divide each score block)."),
         Mistake("full_score_matrix", "Right values, but not tiled: the whole (L, S) score matrix is built",
-                "Your function holds an array as large as all L x S scores (e.g. q @ k.T on all keys at once, "
-                "a softmax over whole rows, or a full mask), in NumPy or in torch: that is exactly what "
-                "tiling avoids. Loop over key blocks k[j:j + block_size] and keep only the running m, l and "
-                "acc between blocks.",
-                fn=_tiled_full, kind="custom"),
+                "Your function holds an array as large as all L x S scores (all keys at once, a softmax "
+                "over whole rows, or a full mask), in NumPy or in torch: that is exactly what tiling "
+                "avoids. Visit the keys block by block and carry only running per-query quantities "
+                "from one block to the next.",
+                fn=_tiled_full, kind="custom",
+                fix="Loop over key blocks k[j:j + block_size] and keep only the running m, l and acc "
+                    "between blocks."),
         Mistake("query_tiling", "Tiled over the queries instead of the keys",
                 "Each block of queries still takes a softmax over all S keys, so it holds a block_size x S "
-                "array of scores: memory still grows with the sequence length. Tile the KEYS: for each block "
-                "k[j:j + block_size], v[j:j + block_size] update every query's running maximum m, sum l and "
-                "weighted sum acc (the online softmax), and divide acc by l at the end.",
-                fn=_tiled_over_queries, kind="custom"),
+                "array of scores: memory still grows with the sequence length. Tile the KEYS, and update "
+                "every query's running state (the online softmax) block by block.",
+                fn=_tiled_over_queries, kind="custom",
+                fix="For each block k[j:j + block_size], v[j:j + block_size] update every query's running "
+                    "maximum m, sum l and weighted sum acc; divide acc by l at the end."),
     ],
     hint="Keep three running quantities per query (the largest score so far, the sum of the exponentials "
          "and the weighted sum of the values) and, whenever a new key block raises the maximum, rescale "
          "the old sums before adding the block's; divide once, at the end.",
-    rtol=1e-9, atol=1e-12,
+    hints=("Start with m = −∞, l = 0, acc = 0 per query. For each block: its scores (L, block) scaled by "
+           "1/√E; the new maximum; the factor exp(old m − new m) for the old sums; the block's "
+           "exponentials relative to the new maximum, added to l and (times the block's values) to acc.",
+           "for j in range(0, S, B): s = q @ k[j:j+B].T / sqrt(E); m_new = max(m, s.max(-1)); "
+           "a = exp(m - m_new); p = exp(s - m_new[:, None]); l = a l + p.sum(-1); "
+           "acc = a[:, None] acc + p @ v[j:j+B]; m = m_new. Return acc / l[:, None]."),
+    rtol=1e-4, atol=1e-5,  # a float32 answer passes (scores near 1000 round to ~1e-4 in float32)
     extra_check=_tiled_memory_check,
     forbidden=tuple(n for n in ATTENTION_SHORTCUTS if n != "attnlib.attention_state"),
 ))
@@ -436,9 +482,7 @@ def _step_in_place(kv, z, phi_q, phi_k, v):
     return kv, z, (phi_q @ kv) / (phi_q @ z)
 
 
-def _step_cases():
-    rng = np.random.default_rng(63)
-
+def _step_cases(rng):
     def state_after(t, F, Ev):
         """The state after t earlier tokens with positive features."""
         fk = np.exp(rng.standard_normal((t, F)) * 0.5)  # (t, F) > 0
@@ -482,52 +526,69 @@ register(Exercise(
                 "Causal attention lets query i see keys j <= i, including its own key, so token i's key and "
                 "value must be in the sums before the output is read from them. "
                 "(On the first token the old state is empty and the output is 0 / 0.)",
-                fn=_step_read_before_write),
+                fn=_step_read_before_write,
+                fix="Update first, kv = kv + np.outer(phi_k, v) and z = z + phi_k; then "
+                    "out = (phi_q @ kv) / (phi_q @ z)."),
         Mistake("state_not_returned", "The output is right but the state is returned unchanged",
-                "The next token needs the sums including this one: return the updated kv and z, not the ones "
+                "The next token needs the sums including this one: return the updated state, not the one "
                 "you were given. This state is all the recurrence remembers of the past.",
-                fn=_step_state_not_returned),
+                fn=_step_state_not_returned,
+                fix="return kv_new, z_new, out with the sums that include token i."),
         Mistake("z_not_updated", "kv is updated but z is not",
                 "The normaliser z = sum_j phi(k_j) runs over the same keys as kv = sum_j outer(phi(k_j), v_j): "
-                "add phi_k to z too, or the weights of query i no longer sum to 1.",
-                fn=_step_z_not_updated),
-        Mistake("no_normaliser", "The output is not divided by phi_q @ z",
+                "both must include token i's key, or the weights of query i no longer sum to 1.",
+                fn=_step_z_not_updated,
+                fix="z = z + phi_k."),
+        Mistake("no_normaliser", "The output is not divided by the total weight",
                 "phi_q @ kv is the weighted sum of values with unnormalised weights phi(q_i) . phi(k_j). "
-                "Divide by their sum, phi_q @ z, as the softmax divides by the sum of its exponentials.",
-                fn=_step_no_normaliser),
+                "Divide by the sum of those weights, as the softmax divides by the sum of its "
+                "exponentials.",
+                fn=_step_no_normaliser,
+                fix="out = (phi_q @ kv) / (phi_q @ z)."),
         Mistake("query_free_normaliser", "The normaliser does not depend on the query",
-                "z.sum() adds up the features of the keys but ignores how much query i likes each of them. "
-                "The weights are phi(q_i) . phi(k_j), so their sum is phi_q @ z.",
-                fn=_step_query_free_normaliser),
+                "Summing the features of the keys ignores how much query i likes each of them. The "
+                "weights are phi(q_i) . phi(k_j), so their sum involves the query's features too.",
+                fn=_step_query_free_normaliser,
+                fix="Divide by phi_q @ z, not z.sum()."),
         Mistake("key_normaliser", "The normaliser uses the key's features instead of the query's",
                 "The weight of key j for query i is phi(q_i) . phi(k_j), so the weights of query i sum to "
-                "phi(q_i) . z, with the query's features, as in the numerator. phi_k @ z does not depend on "
-                "which query is asking.",
-                fn=_step_key_normaliser),
+                "phi(q_i) . z, with the query's features, as in the numerator. Using the key's features "
+                "makes the normaliser independent of which query is asking.",
+                fn=_step_key_normaliser,
+                fix="Divide by phi_q @ z, not phi_k @ z."),
         Mistake("query_in_state", "The query's features are added to the running sums",
                 "kv and z collect the *keys* seen so far: later queries compare themselves with those keys. "
-                "Token i's query is used once, to read its own output; add its key features phi_k to the sums.",
-                fn=_step_query_in_state),
+                "Token i's query is used once, to read its own output; the sums receive its key.",
+                fn=_step_query_in_state,
+                fix="kv = kv + np.outer(phi_k, v); z = z + phi_k (phi_k, not phi_q)."),
         Mistake("per_feature_normaliser", "Each feature is normalised on its own",
                 "Dividing each row of kv by its entry of z gives every feature its own weights summing to 1, "
                 "then adds them up with phi_q: the result no longer sums query i's weights phi(q_i) . phi(k_j) "
-                "over the keys. Normalise once, by the total weight phi_q @ z, after the product with phi_q.",
-                fn=_step_per_feature_normaliser),
+                "over the keys. Normalise once, by the total weight, after the product with phi_q.",
+                fn=_step_per_feature_normaliser,
+                fix="out = (phi_q @ kv) / (phi_q @ z), not phi_q @ (kv / z[:, None])."),
         Mistake("out_first", "The three results are returned in the wrong order",
-                "The caller unpacks kv, z, out = linear_attention_step(...), so return the new kv first, then "
-                "z, then the output.",
-                fn=_step_out_first),
+                "The caller unpacks kv, z, out = linear_attention_step(...), so the new state comes first "
+                "and the output last.",
+                fn=_step_out_first,
+                fix="return kv, z, out."),
         Mistake("outer_transposed", "The outer product is the wrong way round",
-                "kv is (F, Ev): one row per feature, one column per value coordinate, so the new term is "
-                "outer(phi_k, v) (np.outer(phi_k, v) or phi_k[:, None] * v[None, :]), not outer(v, phi_k).",
-                fn=_step_outer_transposed),
+                "kv is (F, Ev): one row per feature, one column per value coordinate, so the new term "
+                "has the key's features along the rows and the value along the columns.",
+                fn=_step_outer_transposed,
+                fix="np.outer(phi_k, v) (or phi_k[:, None] * v[None, :]), not np.outer(v, phi_k)."),
         Mistake("updates_in_place", "The state is updated in place",
-                "kv += ... and z += ... change the arrays the caller passed in, so the caller's copy of the "
-                "previous state is silently overwritten (and a state shared by two sequences gets mixed up). "
-                "Build new arrays instead: kv = kv + np.outer(phi_k, v), z = z + phi_k.",
-                fn=_step_in_place, kind="mutates"),
+                "Adding into the arrays the caller passed in (kv += ...) silently overwrites the caller's "
+                "copy of the previous state (and a state shared by two sequences gets mixed up). Build "
+                "new arrays instead.",
+                fn=_step_in_place, kind="mutates",
+                fix="kv = kv + np.outer(phi_k, v), z = z + phi_k (not kv += ..., z += ...)."),
     ],
     hint="Query i sees keys 0..i, itself included. Which two running sums does the formula for out_i "
          "need, and must token i's key be in them before you read them?",
-    rtol=1e-9, atol=1e-12,
+    hints=("First add token i to the state: its key features times its value (an (F, Ev) outer product) "
+           "to kv, its key features to z. Then the output is the query's features times kv, divided by "
+           "the query's features times z.",
+           "kv = kv + outer(phi_k, v); z = z + phi_k; return kv, z, (phi_q @ kv) / (phi_q @ z)."),
+    rtol=1e-4, atol=1e-6,  # a float32 answer passes; every mistake differs by far more
 ))

@@ -89,11 +89,12 @@ class PageLog:
 
 @pytest.fixture()
 def open_page(browser, base_url):
-    """``open_page(path) -> (page, log)``: a fresh offline context per page."""
+    """``open_page(path, viewport=None) -> (page, log)``: a fresh offline context per page,
+    1280 x 900 unless ``viewport`` says otherwise (``{"width": 390, "height": 844}``)."""
     contexts = []
 
-    def _open(path: str):
-        context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+    def _open(path: str, viewport: dict | None = None):
+        context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900}, service_workers="block")
         contexts.append(context)
         log = PageLog()
 

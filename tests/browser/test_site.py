@@ -14,8 +14,10 @@ to another host aborted. For every page:
 * every widget view is rendered, and moving each explorer's control changes the image
   it shows.
 
-Also: the search page finds each chapter by a word of its title, and full-page
-screenshots of two chapters are saved under _build/screenshots/ for review.
+Also: every page (and the search page) of both editions fits a phone's screen (390 px wide,
+with its hidden answers open: nothing makes the page scroll sideways); the search page
+finds each chapter by a word of its title, and full-page screenshots of two chapters are
+saved under _build/screenshots/ for review.
 """
 from __future__ import annotations
 
@@ -149,6 +151,51 @@ def test_page_works_offline(open_page, site, path):
     problems += check_quizzes(page)
     problems += check_explorers(page)
     problems += log.problems()
+    assert not problems, f"{path}:\n  " + "\n  ".join(problems)
+
+
+PHONE = {"width": 390, "height": 844}
+# the elements that stick out to the right of the screen, for the failure message (those
+# inside a box that scrolls or clips them do not widen the page)
+WIDER_THAN_SCREEN = """() => {
+    const W = document.documentElement.clientWidth, out = [];
+    for (const e of document.querySelectorAll('body *')) {
+        const r = e.getBoundingClientRect();
+        if (r.width === 0 || r.right <= W + 1) continue;
+        let p = e.parentElement, held = false;
+        for (; p && !held; p = p.parentElement) {
+            const style = getComputedStyle(p);
+            held = style.position === 'fixed' || (['auto', 'scroll', 'hidden', 'clip'].includes(style.overflowX)
+                   && p.getBoundingClientRect().right <= W + 1);
+        }
+        if (!held && !Array.from(e.children).some(c => c.getBoundingClientRect().right > W + 1)) {
+            out.push(`<${e.tagName.toLowerCase()} class="${e.getAttribute('class') || ''}"> ends at `
+                     + `${Math.round(r.right)} px: ${(e.textContent || '').trim().slice(0, 60)}`);
+        }
+    }
+    return out.slice(0, 5);
+}"""
+
+
+def phone_pages() -> list[str]:
+    """Every page of both editions, with their search pages."""
+    search = [p for p in ("search.html", "zh/search.html") if (SITE / p).is_file()]
+    return PAGES + search
+
+
+@pytest.mark.parametrize("path", phone_pages())
+def test_page_fits_a_phone(open_page, site, path):
+    """At 390 px (a phone held upright) the page is no wider than the screen, with every
+    hidden answer open: long inline code, formulas, tables and figures wrap, shrink or
+    scroll inside their own box (site_assets/attnlib-site.css)."""
+    page, log = open_page(path, viewport=PHONE)
+    problems = _settle(page)
+    page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    page.wait_for_timeout(100)
+    width = page.evaluate("() => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)")
+    if width > PHONE["width"]:
+        problems.append(f"the page is {width} px wide on a {PHONE['width']} px screen (it scrolls sideways); "
+                        f"what sticks out: {page.evaluate(WIDER_THAN_SCREEN)}")
     assert not problems, f"{path}:\n  " + "\n  ".join(problems)
 
 

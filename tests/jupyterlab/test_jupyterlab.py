@@ -4,7 +4,8 @@ A JupyterLab server on 127.0.0.1 serves a temporary copy of the chapters (and th
 sample of markup.py); Playwright drives Chromium. For every chapter:
 
 * before running, each explorer shows its still picture and "Run this cell to explore",
-  never "Error displaying widget"; no MyST directive or role shows raw;
+  never "Error displaying widget"; no MyST directive or role shows raw; no quiz shows its
+  source (the answer key: ``True`` beside the right choice);
 * Run All on a fresh kernel (the same command as the Run menu) leaves no error output;
 * the explorers are live (the still is hidden) and each responds to its control;
 * no exercise shows "passed" except the course's solutions ("the course's solution
@@ -73,6 +74,15 @@ ERRORS = f"""() => {NOTEBOOK}.content.widgets.flatMap(c => c.model.type !== 'cod
     c.model.outputs.toJSON().filter(o => o.output_type === 'error').map(o => o.ename + ': ' + o.evalue
         + ' (cell: ' + c.model.sharedModel.getSource().slice(0, 80) + ')'))"""
 MARKDOWN_TEXT = "() => Array.from(document.querySelectorAll('.jp-MarkdownCell')).map(e => e.innerText)"
+# quiz cells whose source (with the answer key) is on screen: JupyterLab takes the editor
+# of a cell with jupyter.source_hidden out of the page and shows a placeholder instead
+VISIBLE_QUIZ_KEYS = f"""() => {NOTEBOOK}.content.widgets.filter(c => c.model.type === 'code'
+        && c.model.sharedModel.getSource().includes('al.quiz.question(')).map(c => {{
+    const src = c.model.sharedModel.getSource();
+    const editor = c.node.querySelector('.jp-InputArea-editor');
+    const shown = !!(editor && editor.offsetParent !== null && editor.getBoundingClientRect().height > 0);
+    return {{shown: shown && /\\bTrue\\b/.test(src), start: src.trim().slice(0, 80)}};
+}})"""
 RAW_MARKUP = ("```{", "{dropdown}", "{cite}", "{prf:", "{note}", ":::", "{numref}", "{eq}")
 EXPLORERS = """() => {
     const boxes = Array.from(document.querySelectorAll('.attnlib-explorer'));
@@ -205,6 +215,11 @@ def _explorer_cells(path: pathlib.Path) -> int:
     return sum("al.widgets.explorer(" in "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
 
 
+def _quiz_cells(path: pathlib.Path) -> int:
+    nb = json.loads(path.read_text())
+    return sum("al.quiz.question(" in "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+
+
 def _move_each_explorer(page) -> list[str]:
     problems = []
     boxes = page.locator(".attnlib-explorer")
@@ -242,6 +257,13 @@ def test_chapter_in_jupyterlab(lab, browser, path):
         # ---- as opened (untrusted, outputs as stored): stills, no raw markup
         raw = _raw_markup(page)
         assert not raw, f"{path.name}: MyST markup shows raw in JupyterLab: {raw[:5]}"
+        quizzes = page.evaluate(VISIBLE_QUIZ_KEYS)
+        assert len(quizzes) == _quiz_cells(path), f"{path.name}: JupyterLab shows {len(quizzes)} quiz cells"
+        keys = [q["start"] for q in quizzes if q["shown"]]
+        assert not keys, (
+            f"{path.name}: {len(keys)} quiz cells show their source, with the answer key, in JupyterLab "
+            f'(no "jupyter": {{"source_hidden": true}} in their metadata; tools/run_notebooks.py sets it): '
+            f"{keys[:3]}")
         if n_explorers:
             page.wait_for_function("(n) => document.querySelectorAll('.attnlib-explorer-still img').length >= n",
                                    arg=n_explorers, timeout=60_000)

@@ -1,0 +1,175 @@
+"""Student notebooks (``python -m attnlib.assignments``): no solution and no hidden answer
+survives, in either language; stubs, checks and questions are all there; the Chinese
+prose is complete; and an executed assignment opens clean.
+
+The search for leaks takes its needles from the course's own chapters: every line of
+every solution cell, every paragraph of every hidden answer (and its Chinese
+translation), every quiz's feedback, and looks for each one in every cell, output and
+metadata of the assignments.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+
+import pytest
+
+from attnlib import assignments
+from attnlib.grading import course
+from attnlib.i18n import read_po, set_language, tr
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHAPTERS = course.chapters(ROOT / "chapters")
+LANGS = ("en", "zh")
+
+
+def _text(nb: dict) -> str:
+    """Everything a student's file holds: sources, outputs and metadata, whitespace collapsed."""
+    parts = [json.dumps(nb.get("metadata", {}), ensure_ascii=False)]
+    for cell in nb["cells"]:
+        parts.append("".join(cell["source"]))
+        for out in cell.get("outputs", []):
+            parts.append("".join(out.get("text", "")))
+            for value in out.get("data", {}).values():
+                parts.append(value if isinstance(value, str) else "".join(value) if isinstance(value, list)
+                             else json.dumps(value, ensure_ascii=False))
+    return re.sub(r"\s+", " ", "\n".join(parts))
+
+
+def _squash(s: str) -> str:
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def _answer_blocks(path: pathlib.Path) -> list[str]:
+    """The English paragraphs inside every hidden answer (<details><summary>Answer...) of a chapter."""
+    md = assignments._md()
+    found = []
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        inside = False
+        for tok in md.parse("".join(cell["source"])):
+            if tok.type == "html_block" and re.search(r"<summary>\s*Answer", tok.content):
+                inside = True
+            elif tok.type == "html_block" and tok.content.strip().endswith("</details>"):
+                inside = False
+            elif inside and tok.type == "inline" and len(tok.content) > 20:
+                found.append(tok.content.replace("\n", " ").strip())
+    return found
+
+
+def _needles(path: pathlib.Path, lang: str) -> list[str]:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    visible = "\n".join("".join(c["source"]) for c in nb["cells"]
+                        if "check_solution(" not in "".join(c["source"]))
+    needles = []
+    for cell in nb["cells"]:  # every line of every solution that is not also elsewhere in the chapter
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and "check_solution(" in src:
+            needles += [line.strip() for line in src.splitlines()
+                        if len(line.strip()) >= 12 and line.strip() not in visible]
+    answers = _answer_blocks(path)
+    if lang == "zh":
+        po = {e["msgid"]: e["msgstr"] for e in read_po(ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters"
+                                                        / f"{path.stem}.po")}
+        answers = [po[a] for a in answers]
+    needles += answers
+    set_language(lang)
+    try:
+        for q in course.questions(path):  # a quiz's feedback tells which choice is right
+            needles += [tr(c[2]) for c in q.choices if len(c) > 2 and len(c[2]) > 12]
+    finally:
+        set_language("en")
+    needles.append("al.quiz.question(")
+    return [_squash(n) for n in needles]
+
+
+@pytest.fixture(scope="module")
+def built():
+    return {(stem, lang): assignments.build(path, lang) for stem, path in CHAPTERS.items() for lang in LANGS}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("stem", sorted(CHAPTERS))
+def test_no_solution_or_hidden_answer_survives(built, stem, lang):
+    nb, report = built[stem, lang]
+    haystack = _text(nb)
+    needles = _needles(CHAPTERS[stem], lang)
+    assert len(needles) > 10, "too few needles: the search would prove nothing"
+    leaks = [n for n in needles if n in haystack]
+    assert not leaks, f"{stem} ({lang}) still holds solution or answer text: {leaks[:5]}"
+    assert report["solutions"] >= 2 and report["answers"] >= 3
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("stem", sorted(CHAPTERS))
+def test_stubs_checks_and_questions_are_kept(built, stem, lang):
+    nb, report = built[stem, lang]
+    sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    for name in course.exercises_of(stem):
+        stub = [s for s in sources if f'al.exercises.check("{name}"' in s]
+        assert len(stub) == 1 and "raise NotImplementedError" in stub[0], f"{stem}: the stub of {name}"
+    qids = [re.search(r'answer\("(q\d+)", ""\)', s).group(1) for s in sources if "al.assignments.answer(" in s]
+    assert qids == [q.qid for q in course.questions(CHAPTERS[stem])]
+    assert nb["metadata"]["attnlib"] == {"chapter": stem, "lang": lang, "assignment": 1}
+    text = _text(nb)
+    assert "hidden below" not in text and "hidden under" not in text and "藏有" not in text
+
+
+@pytest.mark.parametrize("stem", sorted(CHAPTERS))
+def test_chinese_assignment_prose_is_all_translated(built, stem):
+    nb, report = built[stem, "zh"]
+    assert report["untranslated"] == []
+    english, _ = built[stem, "en"]
+    md_en = [c for c in english["cells"] if c["cell_type"] == "markdown"]
+    md_zh = [c for c in nb["cells"] if c["cell_type"] == "markdown"]
+    assert len(md_en) == len(md_zh)
+    untranslated = [c for c in md_zh if re.search(r"[A-Za-z]{4,} [a-z]{3,} [a-z]{3,} [a-z]{3,}",
+                                                  re.sub(r"\$[^$]*\$|`[^`]*`|\]\([^)]*\)", "", "".join(c["source"])))]
+    assert not untranslated, f"English prose left in the Chinese assignment: {untranslated[0]['source'][:3]}"
+
+
+def test_a_question_whose_summary_asks_keeps_the_question(built):
+    nb, _ = built["08_inference", "en"]
+    text = _text(nb)
+    assert "**Question.** why may a decoder keep the keys of earlier tokens, but an encoder may not?" in text
+    assert "In a decoder every layer is causal" not in text
+
+
+def test_a_cell_that_uses_a_solution_goes_with_it(built):
+    nb, report = built["06_complexity", "en"]
+    assert report["dependent"] == 1
+    assert "linear_attention_step_solution" not in _text(nb)
+
+
+def test_answer_records_letters_and_refuses_anything_else():
+    rec = assignments.answer("q9", " b ")
+    assert rec.ok and assignments._ANSWERS["q9"] == " b " and course.normalise_answer(" b ") == "B"
+    bad = assignments.answer("q9", "because")
+    assert not bad.ok and "q9" not in assignments._ANSWERS
+    assert "not an answer" in repr(bad)
+    assert "no answer yet" in repr(assignments.answer("q8", ""))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", LANGS)
+def test_an_executed_assignment_opens_clean(tmp_path, lang):
+    path, = assignments.write([CHAPTERS["02_qkv"]], tmp_path, lang, quiet=True)
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert not errors, errors[0]
+    checks = ["".join(o["data"]["text/plain"]) for c in nb["cells"] if "al.exercises.check(" in "".join(c["source"])
+              for o in c["outputs"] if "data" in o]
+    set_language(lang)
+    try:
+        not_attempted = tr("not attempted")
+        solution = tr("the course's solution {verdict} (this checks the solution above, not your answer)")
+    finally:
+        set_language("en")
+    assert len(checks) == 3 and all(not_attempted in s for s in checks), checks
+    assert solution.split("{")[0].strip() not in _text(nb)
+    leaks = [n for n in _needles(CHAPTERS["02_qkv"], lang) if n in _text(nb)]
+    assert not leaks
+    if lang == "zh":
+        assert "查询" in _text(nb) and "Question 1" not in _text(nb)
