@@ -224,8 +224,8 @@ def causal_kernel_attention(xp, fq, fk, v, C):
     running sums over chunks of ``C`` positions (within a chunk, a small ``(C, C)`` masked
     product). Returns ``(N..., L, Ev)``; a row whose denominator is 0 gets zeros."""
     L, S = fq.shape[-2], fk.shape[-2]
-    if L == 0:  # no query: an empty (N..., 0, Ev), batch dims broadcast as in the products
-        return (fq @ fk.mT) @ v
+    if L == 0:  # no query: an empty output, its batch dims broadcast as in the products
+        return (fq @ fk.mT) @ v  # (N..., 0, F) @ (N..., F, S) @ (N..., S, Ev) -> (N..., 0, Ev)
     dev = _device(fq)
     kv = None  # running sum_j phi(k_j) v_j^T over the chunks already passed, (N..., F, Ev)
     z = None  # running sum_j phi(k_j), (N..., F, 1)
