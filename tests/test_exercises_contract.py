@@ -540,7 +540,7 @@ def _borrowed_answers():
     import inspect as insp
 
     from attnlib import causal_mask as imported_causal_mask
-    from attnlib.attention import _fused_sdpa
+    from attnlib._fast import fused_sdpa as _fused_sdpa
 
     def mask(**kw):
         return lambda L, S: np.asarray(functools.partial(al.causal_mask, **kw)(L, S))
@@ -575,7 +575,7 @@ def _borrowed_answers():
         ("softmax", "torch.log_softmax(...).exp()", torch_softmax_via(lambda t, a: torch.log_softmax(t, a).exp())),
         ("attention", "torch.ops.aten.scaled_dot_product_attention",
          sdpa_via(lambda q, k, v, attn_mask: torch.ops.aten.scaled_dot_product_attention(q, k, v, attn_mask))),
-        ("attention", "attnlib.attention._fused_sdpa()", sdpa_via(lambda q, k, v, attn_mask: _fused_sdpa()(
+        ("attention", "attnlib._fast.fused_sdpa()", sdpa_via(lambda q, k, v, attn_mask: _fused_sdpa()(
             q, k, v, attn_mask=attn_mask))),
     ]
 
