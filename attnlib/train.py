@@ -1,6 +1,6 @@
-"""Chapter 7's instruments: the tasks, a training loop that trains several seeds at once
-(:func:`train_seeds`) with a live loss curve, and the measurements taken on a trained
-:class:`attnlib.model.GPT` (head scores, ablation, gradient statistics).
+"""Chapter 7's instruments, which chapter 8 uses too: the tasks, a training loop that trains
+several seeds at once (:func:`train_seeds`) with a live loss curve, and the measurements taken
+on a trained :class:`attnlib.model.GPT` (head scores, ablation, gradient statistics).
 
 Kept apart from :mod:`attnlib.model`, which only defines the network (STYLE.md: chapter
 instruments apart from the kernels). Import it as ``from attnlib import train``.
@@ -13,7 +13,12 @@ Tasks (all seeded through a ``torch.Generator``; ids are long tensors):
   at position ``i - 1``: the answer depends on *where* a token stands, so a model without
   position information cannot learn it.
 
-Shapes: ``N`` sequences, ``L`` positions, ``h`` heads, ``V`` vocabulary.
+What a head does is measured at two grains: per query (:func:`prev_token_weight`,
+:func:`induction_weight`, where :func:`seen_before` says a query has something to copy) and
+as one score per head, their mean (:func:`prev_token_score`, :func:`induction_score`,
+:func:`head_scores`).
+
+Shapes: ``N`` sequences, ``L`` positions, ``h`` heads, ``V`` vocabulary, ``S`` seeds.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import array_api_compat
 import numpy as np
 import torch
 from torch.nn import functional as F
@@ -30,9 +36,10 @@ from torch.nn import functional as F
 from .i18n import N_, _
 
 __all__ = ["repeated_blocks", "lm_pair", "previous_token_task", "seeded_batches", "next_token_loss",
-           "train_seeds", "SeedRun", "LivePlot", "prev_token_score", "induction_score", "head_scores",
-           "position_losses", "seen_token_mass", "copy_stats", "copy_losses", "ablation_losses", "attention_stats",
-           "grad_norms", "grad_agreement", "layer_grad_norms", "phase_change_step", "span"]
+           "train_seeds", "SeedRun", "LivePlot", "prev_token_weight", "induction_weight", "seen_before",
+           "prev_token_score", "induction_score", "head_scores", "position_losses", "seen_token_mass",
+           "copy_stats", "copy_losses", "ablation_losses", "attention_stats", "grad_norms", "grad_agreement",
+           "layer_grad_norms", "phase_change_step", "span"]
 
 
 # --------------------------------------------------------------------------- tasks
@@ -162,7 +169,7 @@ def train_seeds(make_model: Callable[[], torch.nn.Module], seeds, batch: Callabl
                 steps: int, lr: float = 3e-3, warmup: int = 0, weight_decay: float = 0.0,
                 loss: Callable = next_token_loss, evaluate: Callable | None = None, eval_every: int = 10,
                 snapshot: Callable | None = None, snapshot_at=(), grad_groups: Callable | None = None,
-                live: "LivePlot | None" = None, device="cpu") -> SeedRun:
+                live: "LivePlot | None" = None, on_step: Callable | None = None, device="cpu") -> SeedRun:
     """Train one model per seed, all seeds together, with AdamW.
 
     The seeds are not trained one after another: their parameters are stacked on a leading
@@ -197,12 +204,17 @@ def train_seeds(make_model: Callable[[], torch.nn.Module], seeds, batch: Callabl
             norm per block). Default: ``None``.
         live: a :class:`LivePlot`, redrawn from the evaluations while training (progress).
             Default: ``None``.
+        on_step: ``on_step(step, losses)``, called after every optimiser step with the step
+            number (``1 ... steps``) and that step's training losses, an ``(S,)`` NumPy array
+            (e.g. to print progress without a figure). Default: ``None``.
         device: where the models and the batches live. Default: ``"cpu"``.
 
     Returns:
         a :class:`SeedRun`.
 
     Raises:
+        ValueError: no seeds, ``steps`` not a positive int, ``make_model`` building models of
+            different architectures, or ``batch(0)`` without one row per seed.
         FloatingPointError: a seed's loss is NaN or infinite (the step and seed are named).
 
     Example::
@@ -212,10 +224,23 @@ def train_seeds(make_model: Callable[[], torch.nn.Module], seeds, batch: Callabl
         (100, 5)
     """
     seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds is empty: pass the seeds to train, e.g. range(5)")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int (optimiser steps), got {steps!r}")
     models = []
     for s in seeds:
         torch.manual_seed(s)
         models.append(make_model().to(device))
+
+    def architecture(m):                                        # what stacking the seeds needs to agree
+        return type(m), {name: tuple(p.shape) for name, p in m.named_parameters()}
+
+    for s, m in zip(seeds, models):
+        if architecture(m) != architecture(models[0]):
+            raise ValueError(f"make_model built seed {s}'s model with other parameters than seed {seeds[0]}'s: "
+                             "the seeds must share one architecture (the same parameter names and shapes), so "
+                             "build every seed from the same config")
     params, buffers = torch.func.stack_module_state(models)   # {name: (S, ...)}: the seed dim comes first
     base = copy.deepcopy(models[0]).to("meta")                 # the model's code, without weights
 
@@ -254,6 +279,10 @@ def train_seeds(make_model: Callable[[], torch.nn.Module], seeds, batch: Callabl
         for group in opt.param_groups:
             group["lr"] = lr * min(1.0, (step + 1) / warmup) if warmup else lr
         x, y = batch(step)
+        if step == 0 and not (x.ndim >= 1 and y.ndim >= 1 and x.shape[0] == y.shape[0] == len(seeds)):
+            raise ValueError(f"batch(0) returned x {tuple(x.shape)} and y {tuple(y.shape)}; with {len(seeds)} seeds "
+                             f"both must be ({len(seeds)}, ...): one batch per seed in the first dimension "
+                             "(seeded_batches builds such a batch)")
         losses = seed_losses(params, buffers, x.to(device), y.to(device))  # (S,)
         run.loss[step] = losses.detach().cpu().numpy()
         if not np.all(np.isfinite(run.loss[step])):
@@ -269,6 +298,8 @@ def train_seeds(make_model: Callable[[], torch.nn.Module], seeds, batch: Callabl
                 run.group_grad_norm[g][step] = torch.stack([sq[n] for n in names]).sum(0).sqrt().cpu().numpy()
         opt.step()
         observe(step + 1)
+        if on_step is not None:
+            on_step(step + 1, run.loss[step].copy())
     run.wall_seconds, run.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     for m in models:
         m.eval()
@@ -373,8 +404,26 @@ class LivePlot:
 
 # --------------------------------------------------------------------------- head scores
 
+def prev_token_weight(weights):
+    """Per query ``i``, the weight on the previous token: ``weights[..., i, i - 1]``.
+
+    Args:
+        weights: ``(..., L, S)`` attention weights, rows are queries (NumPy or torch).
+
+    Returns:
+        ``(..., L)``, of the type of ``weights``; NaN at query 0, which has no previous token.
+
+    Example::
+
+        >>> prev_token_weight(np.eye(3, k=-1))          # a perfect previous-token head
+        array([nan,  1.,  1.])
+    """
+    return _diagonal(weights, offset=-1, first=1)
+
+
 def prev_token_score(weights):
-    """Mean weight from query ``i`` to key ``i - 1`` over ``i = 1 ... L - 1``.
+    """Mean weight from query ``i`` to key ``i - 1`` over ``i = 1 ... L - 1``: the mean of
+    :func:`prev_token_weight` over the queries that have a previous token.
 
     Args:
         weights: ``(..., L, L)`` attention weights, rows are queries (NumPy or torch).
@@ -383,7 +432,7 @@ def prev_token_score(weights):
         ``(...)``: 1 for a perfect previous-token head, about ``1/(i+1)`` averaged for a
         uniform causal head.
     """
-    return _diagonal_mean(weights, offset=-1, first=1)
+    return prev_token_weight(weights)[..., 1:].mean(-1)
 
 
 def induction_score(weights, period: int):
@@ -391,20 +440,83 @@ def induction_score(weights, period: int):
     ``i`` to key ``i - period + 1`` (the token *after* the previous occurrence of the current
     token) over ``i = period ... L - 1``.
 
+    The key is found from ``period``, so one score needs one period for the whole batch.
+    :func:`induction_weight` finds the keys from the tokens instead (any period, every
+    earlier occurrence); on two copies of a block of distinct tokens the two agree: this
+    score is the mean of :func:`induction_weight` over the queries of the repeat.
+
     Args:
-        weights: ``(..., L, L)`` attention weights, rows are queries.
+        weights: ``(..., L, L)`` attention weights, rows are queries (NumPy or torch).
         period: the length of the repeated block.
 
     Returns:
         ``(...)``.
     """
-    return _diagonal_mean(weights, offset=1 - period, first=period)
+    return _diagonal(weights, offset=1 - period, first=period)[..., period:].mean(-1)
 
 
-def _diagonal_mean(weights, offset: int, first: int):
-    L = weights.shape[-1]
-    i = np.arange(first, L)                            # the queries scored
-    return weights[..., i, i + offset].mean(-1)        # (..., len(i)) -> (...)
+def _diagonal(weights, offset: int, first: int):
+    """``(..., L, S) -> (..., L)``: ``weights[..., i, i + offset]`` for the queries
+    ``i = first ... L - 1``, NaN for the queries before ``first`` (nothing to measure)."""
+    xp = array_api_compat.array_namespace(weights)
+    L = weights.shape[-2]
+    i = np.arange(first, L)                                            # the queries measured
+    out = xp.full(weights.shape[:-1], math.nan, dtype=weights.dtype,
+                  device=array_api_compat.device(weights))             # (..., L)
+    out[..., first:] = weights[..., i, i + offset]                     # (..., L - first)
+    return out
+
+
+def seen_before(idx: torch.Tensor) -> torch.Tensor:
+    """``(N, L)`` bool: True where ``idx[:, t]`` already occurred in ``idx[:, :t]``.
+
+    There an induction head has something to copy: the token that followed the earlier
+    occurrence, which in the sequences of :func:`repeated_blocks` (blocks of distinct
+    tokens) is the next token.
+
+    Args:
+        idx: token ids ``(N, L)``, a long tensor.
+
+    Example::
+
+        >>> seen_before(torch.tensor([[3, 1, 3, 2, 1]]))
+        tensor([[False, False,  True, False,  True]])
+    """
+    count = _occurrences(idx).gather(-1, idx[..., None])[..., 0]     # (N, L): token t in idx[:, :t + 1]
+    return count > 1                                                   # counted before t as well
+
+
+def induction_weight(weights: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """Per query ``i``, the weight on the tokens that followed earlier occurrences of the
+    current token: the keys ``j <= i`` whose *previous* token ``idx[:, j - 1]`` equals
+    ``idx[:, i]``, however far back. An induction head puts its weight there and copies the
+    token it finds.
+
+    The keys are found from the tokens, so every sequence may have its own period (compare
+    :func:`induction_score`, which is given the period).
+
+    Args:
+        weights: attention weights ``(N, h, L, L)`` (or ``(N, L, L)``) on the sequences ``idx``
+            (torch).
+        idx: token ids ``(N, L)``.
+
+    Returns:
+        ``(N, h, L)`` (or ``(N, L)``); NaN where token ``i`` had not occurred before
+        (:func:`seen_before`: nothing to copy).
+    """
+    N, L = idx.shape
+    if weights.ndim not in (3, 4) or weights.shape[0] != N or tuple(weights.shape[-2:]) != (L, L):
+        raise ValueError(f"weights has shape {tuple(weights.shape)} but idx is {tuple(idx.shape)}: weights must "
+                         f"be (N, h, L, L) or (N, L, L) = ({N}, [h,] {L}, {L}), the attention on those tokens")
+    same = idx[:, :, None] == idx[:, None, :]                          # (N, L, L): idx[i] == idx[j]
+    target = torch.zeros_like(same)
+    target[:, :, 1:] = same[:, :, :-1]                                 # key j: idx[j - 1] == idx[i]
+    target &= torch.ones(L, L, dtype=torch.bool, device=idx.device).tril()  # and j <= i
+    if weights.ndim == 4:
+        target = target[:, None]                                       # (N, 1, L, L): every head
+    out = (weights * target).sum(-1)                                   # (N, [h,] L)
+    copyable = target.any(-1)                                          # (N, [1,] L): seen_before(idx)
+    return torch.where(copyable, out, torch.full_like(out, math.nan))
 
 
 @torch.no_grad()
@@ -432,9 +544,16 @@ def position_losses(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
     return loss.float().mean(0).cpu().numpy()
 
 
-def _seen(x: torch.Tensor, V: int) -> torch.Tensor:
-    """``(N, L, V)``: 1 where token ``v`` occurs in ``x[:, :t + 1]``, else 0."""
-    return F.one_hot(x, V).cummax(dim=-2).values
+def _occurrences(x: torch.Tensor, V: int = -1) -> torch.Tensor:
+    """``(N, L, V)``: how often token ``v`` occurs in ``x[:, :t + 1]`` (``V = -1``: ``max(x) + 1``)."""
+    return F.one_hot(x, V).cumsum(dim=-2)
+
+
+def _mass_on_read(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``(L,)``: the probability that ``logits (N, L, V)`` give at position ``t`` to the tokens
+    read so far, ``x[:, :t + 1]``, averaged over the ``N`` sequences."""
+    read = _occurrences(x, logits.shape[-1]) > 0                        # (N, L, V): token v among x[:, :t + 1]
+    return (logits.softmax(-1) * read).sum(-1).float().mean(0)         # (N, L, V) -> (L,)
 
 
 @torch.no_grad()
@@ -446,8 +565,7 @@ def seen_token_mass(model, x: torch.Tensor) -> np.ndarray:
     come next (it costs ``-ln(1 - mass)`` nats at ``t``); on a repeat it is the probability
     of "one of the tokens seen so far".
     """
-    probs = model(x).softmax(-1)                                        # (N, L, V)
-    return (probs * _seen(x, probs.shape[-1])).sum(-1).float().mean(0).cpu().numpy()  # (L,)
+    return _mass_on_read(model(x), x).cpu().numpy()                    # (L,)
 
 
 @torch.no_grad()
@@ -458,7 +576,7 @@ def copy_stats(model, seq: torch.Tensor, period: int) -> dict:
     x, y = lm_pair(seq)                                                 # (N, L - 1) each
     logits = model(x)                                                   # (N, L - 1, V)
     loss = F.cross_entropy(logits.transpose(1, 2), y, reduction="none").float().mean(0)   # (L - 1,)
-    seen = (logits.softmax(-1) * _seen(x, logits.shape[-1])).sum(-1).float().mean(0)     # (L - 1,)
+    seen = _mass_on_read(logits, x)                                     # (L - 1,)
     k = period - 1                                                      # first copy: targets 1 ... period - 1
     return {"first": float(loss[:k].mean()), "repeat": float(loss[k:].mean()),
             "seen_first": float(seen[:k].mean()), "seen_repeat": float(seen[k:].mean())}

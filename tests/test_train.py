@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+import attnlib.model
+from attnlib import inference as inf
 from attnlib import train as T
+from attnlib.attention import scaled_dot_product_attention
 from attnlib.model import GPT, GPTConfig
 
 
@@ -51,6 +54,46 @@ def test_scores_of_perfect_and_uniform_heads():
     assert T.prev_token_score(uniform) == pytest.approx(np.mean(1 / np.arange(2, L + 1)))
     stacked = np.stack([prev.numpy(), ind.numpy()])  # (2, L, L): one score per head
     np.testing.assert_allclose(T.induction_score(stacked, period), [0.0, 1.0])
+
+
+def test_prev_token_weight_reads_the_first_subdiagonal():
+    w = torch.rand(2, 3, 5, 5)
+    out = T.prev_token_weight(w)
+    assert out.shape == (2, 3, 5) and torch.isnan(out[..., 0]).all()
+    for i in range(1, 5):
+        assert torch.equal(out[..., i], w[..., i, i - 1])
+    np.testing.assert_array_equal(T.prev_token_weight(w.numpy()), out.numpy())   # NumPy alike
+    torch.testing.assert_close(T.prev_token_score(w), out[..., 1:].mean(-1))    # the score is its mean
+
+
+def test_seen_before_marks_repeated_tokens():
+    idx = torch.tensor([[3, 1, 3, 2, 1, 3]])
+    assert T.seen_before(idx).tolist() == [[False, False, True, False, True, True]]
+
+
+def test_induction_weight_sums_over_every_earlier_occurrence():
+    idx = torch.tensor([[5, 7, 9, 5, 7, 9, 5]])                # query 6 (token 5): keys 1 and 4 follow a 5
+    w = torch.zeros(1, 2, 7, 7)
+    w[0, 0, 6, 1], w[0, 0, 6, 4], w[0, 0, 6, 5] = 0.25, 0.5, 0.25
+    w[0, 1, 6, 6] = 1.0
+    out = T.induction_weight(w, idx)                           # (1, 2, 7)
+    assert out.shape == (1, 2, 7)
+    assert out[0, 0, 6].item() == pytest.approx(0.75) and out[0, 1, 6].item() == 0.0
+    assert torch.isnan(out[0, :, :3]).all() and not torch.isnan(out[0, :, 3:]).any()
+    assert T.induction_weight(w[:, 0], idx).shape == (1, 7)
+    with pytest.raises(ValueError, match=r"weights must be \(N, h, L, L\) or \(N, L, L\) = \(1, \[h,\] 7, 7\)"):
+        T.induction_weight(w[..., :6], idx)
+
+
+def test_induction_weight_needs_no_period_and_agrees_with_induction_score_on_two_copies():
+    period, L = 5, 10
+    idx = T.repeated_blocks(6, period, length=L, vocab_size=16, generator=gen(4))   # (6, 10): two copies
+    w = torch.rand(6, 3, L, L).tril()
+    w = w / w.sum(-1, keepdim=True)                            # causal weights, rows sum to 1
+    per_query = T.induction_weight(w, idx)                     # (6, 3, 10), NaN on the first copy
+    assert torch.isnan(per_query[..., :period]).all() and not torch.isnan(per_query[..., period:]).any()
+    torch.testing.assert_close(per_query[..., period:].mean(-1), T.induction_score(w, period))
+    torch.testing.assert_close(T.seen_before(idx), ~torch.isnan(per_query[:, 0]))
 
 
 def test_phase_change_step():
@@ -131,13 +174,18 @@ def test_seeded_batches_stack_one_stream_per_seed():
     assert not torch.equal(x[0], x[1])
 
 
-def test_train_seeds_trains_each_seed_as_if_alone():
+BUILD = {"learned positions, FFN": lambda: GPT(small_cfg(mlp=True)).double(),   # chapter 7
+         "RoPE": lambda: inf.rope_gpt(small_cfg()).double()}                      # chapter 8
+
+
+@pytest.mark.parametrize("kind", list(BUILD))
+def test_train_seeds_trains_each_seed_as_if_alone(kind):
     steps, seeds = 8, (0, 4)
-    run_ = T.train_seeds(lambda: GPT(small_cfg(mlp=True)).double(), seeds, T.seeded_batches(make_batch, seeds),
+    run_ = T.train_seeds(BUILD[kind], seeds, T.seeded_batches(make_batch, seeds),
                          steps=steps, lr=3e-3, warmup=3)
     for i, seed in enumerate(seeds):
         torch.manual_seed(seed)
-        model = GPT(small_cfg(mlp=True)).double()
+        model = BUILD[kind]()
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
         g = gen(1000 + seed)
         losses, norms = [], []
@@ -154,6 +202,31 @@ def test_train_seeds_trains_each_seed_as_if_alone():
         np.testing.assert_allclose(run_.grad_norm[:, i], norms, rtol=1e-9)
         for (name, p), q in zip(model.named_parameters(), run_.models[i].parameters()):
             torch.testing.assert_close(q, p, rtol=1e-9, atol=1e-9, msg=name)
+        assert not run_.models[i].training                          # left in eval mode
+    # the model's attention is attnlib's own, inside vmap and after it: nothing was swapped
+    assert attnlib.model.scaled_dot_product_attention is scaled_dot_product_attention
+
+
+def test_seeds_differ_and_on_step_sees_every_step():
+    seen = []
+    r = run(steps=3, evaluate=None, on_step=lambda step, losses: seen.append((step, losses.shape, losses)))
+    assert [(step, shape) for step, shape, _ in seen] == [(1, (3,)), (2, (3,)), (3, (3,))]
+    for step, _, losses in seen:
+        np.testing.assert_array_equal(losses, r.loss[step - 1])
+    assert not torch.equal(r.models[0].tok_emb, r.models[1].tok_emb)
+
+
+def test_train_seeds_refuses_bad_input_with_the_fix():
+    widths = iter([32, 16])
+    with pytest.raises(ValueError, match="one architecture"):      # seed 1's model is narrower
+        T.train_seeds(lambda: GPT(GPTConfig(vocab_size=16, context_length=16, num_heads=2, d_model=next(widths))),
+                      (0, 1), T.seeded_batches(make_batch, (0, 1)), steps=1)
+    with pytest.raises(ValueError, match=r"with 3 seeds both must be \(3, \.\.\.\)"):
+        T.train_seeds(lambda: GPT(small_cfg()), (0, 1, 2), T.seeded_batches(make_batch, (0, 1)), steps=1)
+    with pytest.raises(ValueError, match="steps must be a positive int"):
+        T.train_seeds(lambda: GPT(small_cfg()), (0,), T.seeded_batches(make_batch, (0,)), steps=0)
+    with pytest.raises(ValueError, match="seeds is empty"):
+        T.train_seeds(lambda: GPT(small_cfg()), [], T.seeded_batches(make_batch, []), steps=1)
 
 
 def test_train_seeds_records_per_seed_and_is_deterministic():
