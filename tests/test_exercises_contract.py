@@ -564,6 +564,8 @@ def _borrowed_answers():
          lambda L, S: importlib.import_module("torch.nn.attention.bias").causal_lower_right(L, S)._materialize()),
         ("prev_token_score", "attnlib.train.prev_token_score",
          lambda w: importlib.import_module("attnlib.train").prev_token_score(w)),
+        ("prev_token_score", "attnlib.train.prev_token_weight",
+         lambda w: importlib.import_module("attnlib.train").prev_token_weight(w)[..., 1:].mean(-1)),
         ("induction_score", "attnlib.train.induction_score",
          lambda w, period: importlib.import_module("attnlib.train").induction_score(w, period)),
         ("repeat_kv", "al.repeat_kv.__wrapped__", lambda x, n: getattr(al.repeat_kv, "__wrapped__", al.repeat_kv)(x, n)),

@@ -147,7 +147,8 @@ register(Exercise(
            "main one, of the last two axes: L - 1 numbers per head. The score is their mean.",
            "np.diagonal with offset -1 over the axes -2 and -1, then the mean over the last axis."),
     rtol=1e-4, atol=1e-6,  # weights in [0, 1]: a float32 answer passes
-    forbidden=("attnlib.train.prev_token_score", "attnlib.train._diagonal_mean"),  # the chapter's instrument
+    forbidden=("attnlib.train.prev_token_score", "attnlib.train.prev_token_weight",  # the chapter's instruments
+               "attnlib.train._diagonal"),
 ))
 
 
@@ -233,7 +234,7 @@ register(Exercise(
            "np.diagonal with offset 1 - period over the axes -2 and -1, drop its first entry, then take "
            "the mean over the last axis."),
     rtol=1e-4, atol=1e-6,  # weights in [0, 1]: a float32 answer passes
-    forbidden=("attnlib.train.induction_score", "attnlib.train._diagonal_mean"),  # the chapter's instrument
+    forbidden=("attnlib.train.induction_score", "attnlib.train._diagonal"),  # the chapter's instrument
 ))
 
 
