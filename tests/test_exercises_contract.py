@@ -12,7 +12,7 @@ order and only when asked; no code span of a level-1 message passes as an answer
 borrowed answers refused by kind (whatever name reaches them; the course's answer key
 too) while honest answers in other styles pass, the tolerance is the exercise's (a
 bfloat16 answer does not pass, a float32 one does), and cases vary per check so a
-memorised table fails. Exercises not yet migrated are listed by name (PENDING_*).
+memorised table fails.
 """
 from __future__ import annotations
 
@@ -363,47 +363,37 @@ def _ppid(pid: str) -> int:
 #
 # Level 1 (every failure): a mistake's title and message, the idea. Level 2 (asked for: a
 # second check with the same mistake, or al.exercises.hint(name)): Mistake.fix, then
-# Exercise.hints from the idea towards the solution. The exercises helper is filling in
-# `fix` and `hints` module by module: the exercises listed here do not have them yet. The
-# test is strict for every other exercise, and fails when a listed one is complete (take
-# it off the list).
+# Exercise.hints from the idea towards the solution. Every exercise has all of them.
 
-PENDING_FIX: set = set()
-PENDING_HINTS = set(PENDING_FIX)
-# cases() without an rng: the same cases every check (a memorised table passes them)
-PENDING_VARYING = set(PENDING_FIX)
 # exercises whose tolerance is tighter than float32's rounding, with the reason; a float32
 # answer fails there (and is told why)
 FLOAT64_ONLY = {"repeat_kv": "an exact copy of the heads is asked (rtol = atol = 0)",
                 "split_heads": "a reshape moves the numbers without changing them (rtol = atol = 0)"}
 
 
-def _complete_fix(ex) -> bool:
-    return all(m.fix.strip() for m in ex.mistakes if m.kind != "borrowed")
-
-
-def test_the_pending_lists_only_hold_what_is_still_missing():
-    names = set(NAMES)
-    assert PENDING_FIX <= names and PENDING_HINTS <= names and PENDING_VARYING <= names
-    done = sorted(n for n in PENDING_FIX if _complete_fix(EXERCISES[n]))
-    assert not done, f"every mistake of {done} has its fix: take them off PENDING_FIX"
-    done = sorted(n for n in PENDING_HINTS if EXERCISES[n].hints)
-    assert not done, f"{done} have hints: take them off PENDING_HINTS"
-    done = sorted(n for n in PENDING_VARYING if EXERCISES[n].varies)
-    assert not done, f"{done} make their cases from an rng: take them off PENDING_VARYING"
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_every_mistake_has_a_fix_and_the_exercise_a_ladder_of_hints(name):
     ex = EXERCISES[name]
-    if name not in PENDING_FIX:
-        missing = [m.key for m in ex.mistakes if m.kind != "borrowed" and not m.fix.strip()]
-        assert not missing, f"mistakes without a fix (level 2): {missing}"
-        for m in ex.mistakes:
-            assert m.fix.strip() not in m.message, f"{m.key}: the fix is already in the level-1 message"
-    if name not in PENDING_HINTS:
-        assert isinstance(ex.hints, tuple) and len(ex.hints) >= 2, "hints: from the idea to a near-solution"
-        assert len(set(ex.hints)) == len(ex.hints)
+    missing = [m.key for m in ex.mistakes if m.kind != "borrowed" and not m.fix.strip()]
+    assert not missing, f"mistakes without a fix (level 2): {missing}"
+    for m in ex.mistakes:
+        assert m.fix.strip() not in m.message, f"{m.key}: the fix is already in the level-1 message"
+    assert isinstance(ex.hints, tuple) and len(ex.hints) >= 2, "hints: from the idea to a near-solution"
+    assert len(set(ex.hints)) == len(ex.hints) and ex.hints[0] != ex.hint, "each step of the ladder says more"
+
+
+def test_fixes_and_hint_ladders_are_in_the_chinese_catalogue():
+    from exercise_catalogue import untranslated
+    missing = untranslated(NAMES)
+    assert not missing, missing[:5]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_code_in_a_level_one_message_passes(name):
+    """Level 1 names the mistake and the idea; run as an answer, none of its code passes
+    (exercise_catalogue's detector: every code span, as an expression or a body)."""
+    from exercise_catalogue import passing_code_in_level_one
+    assert not passing_code_in_level_one(EXERCISES[name])
 
 
 def _ladder_mistake(ex):
@@ -415,8 +405,7 @@ def test_the_ladder_goes_from_the_idea_to_the_fix_to_the_hints_in_order(name):
     from attnlib.exercises import _hints
     ex = EXERCISES[name]
     m = _ladder_mistake(ex)
-    if m is None or name in PENDING_FIX:
-        pytest.skip("no mistake with a fix yet (PENDING_FIX)")
+    assert m is not None, "every exercise has a catalogued mistake with a fix"
     _hints._LADDER.pop(name, None)
     first = check(name, m.fn)
     assert first.mistake == m.key and not first.fix, "level 2 only when asked for"
@@ -681,8 +670,7 @@ def _key(args, kwargs):
 @pytest.mark.parametrize("name", NAMES)
 def test_cases_vary_per_check_so_a_memorised_table_fails(name):
     ex = EXERCISES[name]
-    if name in PENDING_VARYING:
-        pytest.skip("cases() without an rng yet (PENDING_VARYING)")
+    assert ex.varies, "cases(rng): new values every check"
     table = {_key(c.args, c.kwargs): ex.reference(*c.args, **c.kwargs) for c in ex.all_cases(11)}
 
     def memorised(*args, **kwargs):
