@@ -109,6 +109,7 @@ def test_kernel_interrupt_during_a_check_stops_the_worker_too(toy):
     assert _wait_no_workers(1.0)
 
 
+@pytest.mark.slow  # a spawned worker: a new Python
 def test_long_c_call_is_stopped_at_once_in_the_spawned_worker_too(toy, monkeypatch):
     """Spawned worker (used where fork is unsafe): a C call that never returns is killed
     with its process at once, as in the forked worker (tests/test_exercise_leaks.py); the
@@ -531,6 +532,7 @@ def test_the_parent_keeps_the_real_library_functions():
     assert builtins.__import__.__name__ == "__import__"
 
 
+@pytest.mark.slow  # a spawned worker: a new Python
 def test_shortcuts_are_caught_in_the_spawned_worker_too(monkeypatch):
     monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "spawn")
     r = check("softmax", lambda x, axis=-1: torch.softmax(torch.as_tensor(x), dim=axis))

@@ -108,7 +108,9 @@ def _extra_on_big_input(fn):
     return None if np.allclose(out, 2.0) else "wrong on the big input"
 
 
-@pytest.fixture(params=["fork", "spawn"])
+# the spawned worker (where fork is unsafe: CUDA initialised, macOS) starts a new Python per
+# check: seconds each, so `make check` runs the forked one and `make test` both
+@pytest.fixture(params=["fork", pytest.param("spawn", marks=pytest.mark.slow)])
 def mode(request, monkeypatch):
     if request.param == "spawn":
         monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "spawn")
