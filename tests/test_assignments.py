@@ -61,14 +61,14 @@ def _answer_blocks(path: pathlib.Path) -> list[str]:
 
 def _needles(path: pathlib.Path, lang: str) -> list[str]:
     nb = json.loads(path.read_text(encoding="utf-8"))
-    visible = "\n".join("".join(c["source"]) for c in nb["cells"]
-                        if "check_solution(" not in "".join(c["source"]))
+    visible = _squash("\n".join("".join(c["source"]) for c in nb["cells"]
+                                 if "check_solution(" not in "".join(c["source"])))
     needles = []
     for cell in nb["cells"]:  # every line of every solution that is not also elsewhere in the chapter
         src = "".join(cell["source"])
         if cell["cell_type"] == "code" and "check_solution(" in src:
             needles += [line.strip() for line in src.splitlines()
-                        if len(line.strip()) >= 12 and line.strip() not in visible]
+                        if len(line.strip()) >= 12 and _squash(line) not in visible]  # compared as the search is
     answers = _answer_blocks(path)
     if lang == "zh":
         po = {e["msgid"]: e["msgstr"] for e in read_po(ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters"
@@ -112,6 +112,10 @@ def test_stubs_checks_and_questions_are_kept(built, stem, lang):
         assert len(stub) == 1 and "raise NotImplementedError" in stub[0], f"{stem}: the stub of {name}"
     qids = [re.search(r'answer\("(q\d+)", ""\)', s).group(1) for s in sources if "al.assignments.answer(" in s]
     assert qids == [q.qid for q in course.questions(CHAPTERS[stem])]
+    # every question of the chapter, however its feedback is written (an f-string was once skipped)
+    chapter = json.loads(CHAPTERS[stem].read_text(encoding="utf-8"))
+    asked = sum("".join(c["source"]).count("al.quiz.question(") for c in chapter["cells"] if c["cell_type"] == "code")
+    assert len(qids) == asked, f"{stem}: {asked} questions in the chapter, {len(qids)} answer cells"
     assert nb["metadata"]["attnlib"] == {"chapter": stem, "lang": lang, "assignment": 1}
     text = _text(nb)
     assert "hidden below" not in text and "hidden under" not in text and "藏有" not in text

@@ -116,6 +116,45 @@ def test_every_exercise_is_checked_in_its_chapter():
     assert not missing, f"exercises registered but never checked in their chapter: {missing}"
 
 
+
+_SECTION_LINK = re.compile(r"\{section\}`[^`<]*<([^>#`]+)#([^>`]+)>`")
+
+
+def _heading_ids(stem: str) -> set[str]:
+    """The HTML ids Sphinx gives the headings of a chapter or appendix page: docutils'
+    ``make_id`` of the heading text, with MyST's inline math and code read as their text."""
+    from docutils.nodes import make_id
+
+    path = _source(stem)
+    if path.suffix == ".ipynb":
+        text = "\n".join("".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                         if c["cell_type"] == "markdown")
+    else:
+        text = path.read_text(encoding="utf-8")
+    ids = {m.group(1) for m in re.finditer(r"^\(([\w-]+)\)=\s*$", text, re.M)}  # explicit targets
+    for m in re.finditer(r"^#{1,6}\s+(.+?)\s*$", text, re.M):
+        ids.add(make_id(re.sub(r"[$`*]", "", m.group(1))))
+    return ids
+
+
+def test_section_links_name_a_heading_that_exists():
+    # the site build reports these too, but only after minutes of building; a renamed
+    # heading should fail `make check`. The Chinese catalogues carry the same links.
+    sources = [p for p in [*ROOT.glob("appendix/*.md"), *ROOT.glob("chapters/*.ipynb"), ROOT / "index.md"]]
+    sources += sorted((ROOT / "locales").rglob("*.po"))
+    broken = []
+    for path in sources:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".po":  # a msgid/msgstr wraps over quoted lines: join them first
+            text = re.sub(r'"\n"', "", text)
+        for doc, anchor in _SECTION_LINK.findall(text):
+            stem = doc.strip().lstrip("/")
+            if _source(stem) is None:
+                broken.append(f"{path.relative_to(ROOT)}: no page {stem}")
+            elif anchor not in _heading_ids(stem):
+                broken.append(f"{path.relative_to(ROOT)}: {stem} has no heading with id {anchor!r}")
+    assert not broken, "{section} links to headings that do not exist (rename the anchor):\n" + "\n".join(broken)
+
 def test_launch_buttons_and_repository_are_configured():
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert cfg["repository"]["url"].startswith("https://github.com/")

@@ -14,6 +14,7 @@ minute on 2 cores.
 """
 from __future__ import annotations
 
+import builtins
 import csv
 import json
 import os
@@ -22,6 +23,7 @@ import re
 import socket
 import threading
 import time
+import types
 
 import pytest
 
@@ -69,7 +71,11 @@ WRONG = {  # each one a catalogued mistake
     return e / e.sum(-1, keepdims=True) @ y''',
 }
 WRONG_KEYS = {"softmax": "no_max_subtraction", "attention": "no_scaling", "cross_attention": "values_not_projected"}
-KEY = {"q1": "B", "q2": "C", "q3": "C"}
+# the chapter's own answer key (the quizzes are rebalanced from time to time) and, per
+# question, a letter that is wrong
+KEY = {q.qid: q.answer for q in course.questions(CHAPTER)}
+assert len(KEY) >= 3 and all(len(k) == 1 for k in KEY.values()), KEY
+NOT_KEY = {q: next(letter for letter in "ABCD" if letter != k) for q, k in KEY.items()}
 
 
 def _cells(lang: str) -> tuple[dict, list[dict], dict[str, int], dict[str, int]]:
@@ -147,7 +153,7 @@ try:
 except Exception:
     pass
 numpy.allclose = lambda *a, **k: True
-numpy.array_equal = lambda *a, **k: True'''], answers={"q1": "A"}),
+numpy.array_equal = lambda *a, **k: True'''], answers={"q1": NOT_KEY["q1"]}),
         "h_reader": notebook(code={
             "softmax": f'''import json
 def softmax(x, axis=-1):  # steals alice's answer
@@ -226,9 +232,9 @@ def softmax(x, axis=-1):
 
 HONEST = {
     "alice": ("en", RIGHT, KEY, False),
-    "bob": ("en", WRONG, {"q1": "A", "q3": "C"}, False),
+    "bob": ("en", WRONG, {"q1": NOT_KEY["q1"], "q3": KEY["q3"]}, False),
     "carol": ("zh", {}, {}, False),
-    "dan": ("zh", RIGHT, {"q1": "b", "q2": "C", "q3": "A"}, True),  # the whole chapter, in Chinese
+    "dan": ("zh", RIGHT, {"q1": KEY["q1"].lower(), "q2": KEY["q2"], "q3": NOT_KEY["q3"]}, True),  # the whole chapter, in Chinese
 }
 
 
@@ -302,6 +308,40 @@ def graded(tmp_path_factory, port):
             "seconds": seconds, "hits": port[1], "leftovers": _leftovers()}
 
 
+class _Measured(float):
+    """Stands in for an array measured earlier in the chapter: 0.5, and so are its
+    methods' results (quiz feedback quotes such numbers: ``{own_on_top.min():.0%}``)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: _Measured(0.5)
+
+    def __getitem__(self, index):
+        return self
+
+
+class _AnyNumber(dict):
+    """Locals in which a name the cell did not define reads as a ``_Measured``."""
+
+    def __missing__(self, name):
+        if hasattr(builtins, name):
+            raise KeyError(name)
+        return _Measured(0.5)
+
+
+def test_the_answer_key_is_the_one_the_chapter_marks_right():
+    # KEY comes from the grader's reader of quiz cells; run those cells instead, with a
+    # stand-in for al.quiz.question that records its choices, and compare
+    recorded = []
+    al = types.SimpleNamespace(quiz=types.SimpleNamespace(
+        question=lambda prompt, choices, *a, **k: recorded.append(choices)))
+    for cell in json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] == "code" and "al.quiz.question(" in "".join(cell["source"]):
+            exec("".join(cell["source"]), {}, _AnyNumber(al=al))  # measured numbers in the feedback
+    marked = ["".join("ABCDEFGH"[i] for i, choice in enumerate(choices) if choice[1] is True)
+              for choices in recorded]
+    assert marked == [KEY[f"q{i + 1}"] for i in range(len(KEY))] and len(marked) == len(KEY)
+
+
 # ------------------------------------------------------------------ the honest students
 
 @pytest.mark.parametrize("student", sorted(HONEST))
@@ -348,7 +388,7 @@ def test_an_edited_stored_output_does_not_pass(graded):
 def test_a_monkeypatched_checker_does_not_pass(graded):
     row = _row(graded, "h_monkeypatch")
     assert [row[n] for n in RIGHT] == [WRONG_KEYS[n] for n in RIGHT]
-    assert row["q1"] == "wrong:A"
+    assert row["q1"] == f"wrong:{NOT_KEY['q1']}"
 
 
 def test_a_notebook_cannot_read_other_files_or_write_the_report(graded):

@@ -70,6 +70,16 @@ class Question:
 
 
 def _literal(node) -> object:
+    """The value of a literal expression; an f-string (quiz feedback may quote a number
+    measured earlier in the chapter) reads as its text with ``{…}`` for each field, and
+    anything else as None."""
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{…}" for v in node.values)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_literal(e) for e in node.elts]
+        if any(i is None for i in items):
+            return None
+        return items if isinstance(node, ast.List) else tuple(items)
     try:
         return ast.literal_eval(node)
     except ValueError:
