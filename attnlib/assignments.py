@@ -38,7 +38,7 @@ import re
 import sys
 import time
 
-from .i18n import N_, _, get_language, tr
+from .i18n import N_, _, get_language
 
 __all__ = ["answer", "build", "write", "main"]
 
@@ -135,12 +135,12 @@ def _prose_catalogue(chapter: pathlib.Path, lang: str) -> dict[str, str]:
     """The book's translations of a chapter's prose: ``{English block: translation}``."""
     if lang == "en":
         return {}
-    from .i18n import read_po
+    from .i18n import translations
     po = chapter.parents[1] / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters" / f"{chapter.stem}.po"
     if not po.is_file():
         raise FileNotFoundError(f"{po} is missing: the Chinese assignment of {chapter.name} takes its prose "
                                 "from the book's catalogue (run it from the course repository)")
-    return {e["msgid"]: e["msgstr"] for e in read_po(po) if e.get("msgstr") and "fuzzy" not in e["flags"]}
+    return translations(po)
 
 
 class _Prose:
@@ -189,7 +189,7 @@ class _Prose:
                         asked = shown.group(1) if shown else m.group(1)
                         asked = re.sub(r"^\s*(?:" + re.escape(self._answer_word()) + r"|answer)\s*[:：]?\s*",
                                        "", asked, flags=re.I)
-                        text = tr(ASKED).format(question=asked) + "\n"
+                        text = _(ASKED).format(question=asked) + "\n"
                     edits.append((tok.map[0], end, text))
                     dropped += 1
                     skip_until = end
@@ -208,7 +208,7 @@ class _Prose:
             span = tok.map or (parent.map if parent is not None else None)
             if span is None:
                 continue
-            new = tr(REWRITES[english]) if english in REWRITES else self._t(english)
+            new = _(REWRITES[english]) if english in REWRITES else self._t(english)
             if new == english and english not in REWRITES:
                 continue
             first = lines[span[0]]
@@ -255,9 +255,9 @@ def _quiz_cells(source: str, first_number: int, lang: str) -> list[dict]:
     cells = []
     for k, (prompt, choices) in enumerate(questions_in_cell(source)):
         n = first_number + k
-        shown = [f"**{LETTERS[j]}.** {tr(c[0])}" for j, c in enumerate(choices)]
-        md = tr(QUESTION).format(n=n, prompt=tr(prompt)) + "\n\n" + "\n".join(f"- {s}" for s in shown) \
-            + "\n\n" + tr(ANSWER_CELL)
+        shown = [f"**{LETTERS[j]}.** {_(c[0])}" for j, c in enumerate(choices)]
+        md = _(QUESTION).format(n=n, prompt=_(prompt)) + "\n\n" + "\n".join(f"- {s}" for s in shown) \
+            + "\n\n" + _(ANSWER_CELL)
         cells.append({"cell_type": "markdown", "metadata": {}, "source": md})
         cells.append({"cell_type": "code", "metadata": {"tags": ["assignment-answer"]}, "execution_count": None,
                       "outputs": [], "source": f'al.assignments.answer("q{n}", "")'})
@@ -315,7 +315,7 @@ def build(chapter: pathlib.Path, lang: str = "en") -> tuple[dict, dict]:
             keep = {k: v for k, v in cell["metadata"].items() if k in ("tags",)}
             cells.append({"cell_type": "code", "metadata": keep, "execution_count": None, "outputs": [],
                           "source": src})
-        banner = {"cell_type": "markdown", "metadata": {"tags": ["assignment-note"]}, "source": "> " + tr(BANNER)}
+        banner = {"cell_type": "markdown", "metadata": {"tags": ["assignment-note"]}, "source": "> " + _(BANNER)}
         heading = 1 if cells and cells[0]["cell_type"] == "markdown" else 0
         cells.insert(heading, banner)
         report["untranslated"] = prose.missing

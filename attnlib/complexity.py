@@ -392,7 +392,7 @@ def tiled_loop_diagram(ax=None):
     dark, light, fast = "#4a7ab5", "#dfe8f3", "#f6d7a7"
     # slow memory: four tall n x d matrices, one block highlighted in each
     ax.add_patch(Rectangle((0.2, 0.2), 7.3, 6.2, fill=False, ls="--", lw=1, ec="grey"))
-    ax.text(3.85, 6.55, "slow memory (HBM): large, each n × d", ha="center", fontsize=10)
+    ax.text(3.85, 6.55, N_("slow memory (HBM): large, each n × d"), ha="center", fontsize=10)
     rows = {"O": 1, "K": 3, "V": 3, "Q": 1}  # which block of B rows is in use
     col = {}
     for i, (name, r) in enumerate(rows.items()):
@@ -405,12 +405,12 @@ def tiled_loop_diagram(ax=None):
         ax.text(x + 0.5, col[name][1], f"{name}$_{sub}$", ha="center", va="center", fontsize=9, color="white")
     # fast memory: the tiles of one step
     ax.add_patch(Rectangle((8.6, 0.2), 7.2, 6.2, fill=False, ls="--", lw=1, ec="grey"))
-    ax.text(12.2, 6.55, "fast memory (SRAM): small", ha="center", fontsize=10)
-    boxes = [((9.0, 4.5), (3.1, 1.1), "Q$_i$  (B × d)\nkept for all j"),  # i18n
-             ((9.0, 2.6), (3.1, 1.1), "K$_j$, V$_j$  (B × d)\nreplaced each step"),
-             ((12.4, 4.5), (3.2, 1.1), "S = Q$_i$K$_j^T$/√d\n(B × B) tile"),
-             ((12.4, 2.6), (3.2, 1.1), "running m, ℓ  (B)\nacc  (B × d)"),
-             ((10.4, 0.4), (4.0, 0.9), "after the last j:\nO$_i$ = acc / ℓ")]
+    ax.text(12.2, 6.55, N_("fast memory (SRAM): small"), ha="center", fontsize=10)
+    boxes = [((9.0, 4.5), (3.1, 1.1), N_("Q$_i$  (B × d)\nkept for all j")),
+             ((9.0, 2.6), (3.1, 1.1), N_("K$_j$, V$_j$  (B × d)\nreplaced each step")),
+             ((12.4, 4.5), (3.2, 1.1), N_("S = Q$_i$K$_j^T$/√d\n(B × B) tile")),
+             ((12.4, 2.6), (3.2, 1.1), N_("running m, ℓ  (B)\nacc  (B × d)")),
+             ((10.4, 0.4), (4.0, 0.9), N_("after the last j:\nO$_i$ = acc / ℓ"))]
     for (x, y), (w, h), label in boxes:
         ax.add_patch(Rectangle((x, y), w, h, fc=fast, ec="black", lw=0.8))
         ax.text(x + w / 2, y + h / 2, label, ha="center", va="center", fontsize=8.5)
@@ -422,6 +422,6 @@ def tiled_loop_diagram(ax=None):
 
     arrow((col["Q"][0] + 1.0, col["Q"][1]), (9.0, 5.05), N_("once"), (8.0, 4.95))
     arrow((col["V"][0] + 1.0, col["V"][1]), (9.0, 3.15), N_("one block per step, j = 0, 1, 2, …"), (10.35, 2.2))
-    arrow((10.4, 0.85), (col["O"][0] + 0.5, 1.3), "once", (5.0, 0.5), style="angle,angleA=180,angleB=90,rad=0")
-    ax.set_title("One step of the tiled loop: only B × B scores exist at a time", fontsize=10)
+    arrow((10.4, 0.85), (col["O"][0] + 0.5, 1.3), N_("once"), (5.0, 0.5), style="angle,angleA=180,angleB=90,rad=0")
+    ax.set_title(N_("One step of the tiled loop: only B × B scores exist at a time"), fontsize=10)
     return ax.figure

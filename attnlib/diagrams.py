@@ -12,7 +12,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 
 from .motivation import conv_reach, layers_to_connect
-from .i18n import N_
+from .i18n import N_, _
 
 __all__ = ["token_paths", "qkv_path"]
 
@@ -44,11 +44,11 @@ def token_paths(n: int = 8, kernel_size: int = 3):
         ax.annotate("", (t, 0.75), (t, 0.25), arrowprops={"arrowstyle": "->", "lw": 0.8, "color": "gray"})
     for t in range(n - 1):
         ax.annotate("", (t + 0.75, 1), (t + 0.25, 1), arrowprops={"arrowstyle": "->", "lw": 1.6, "color": "C3"})
-    ax.set_title(f"RNN: input, then {n - 1} hops in a row", fontsize=9)
+    ax.set_title(_("RNN: input, then {hops} hops in a row").format(hops=n - 1), fontsize=9)
     # CNN: what output n reads, layer by layer, from the top down
     ax = axes[1]
     for layer in range(m + 1):
-        _token_row(ax, layer, n, N_("input") if layer == 0 else N_(f"layer {layer}"))
+        _token_row(ax, layer, n, N_("input") if layer == 0 else _("layer {layer}").format(layer=layer))
     for layer in range(m, 0, -1):
         # positions of layer `layer` that output n depends on (reach from the right end)
         needed = conv_reach(n, m - layer, kernel_size, source=0)[::-1]   # mirrored: from n back
@@ -58,14 +58,15 @@ def token_paths(n: int = 8, kernel_size: int = 3):
                     s = t - tap
                     if s >= 0:
                         ax.plot([t, s], [layer - 0.22, layer - 1 + 0.22], color="C0", lw=0.9)
-    ax.set_title(f"CNN (k = {kernel_size}): {m} layers to reach token 1", fontsize=9)
+    ax.set_title(_("CNN (k = {kernel_size}): {layers} layers to reach token 1").format(
+        kernel_size=kernel_size, layers=m), fontsize=9)
     # attention: one layer, every input linked to output n
     ax = axes[2]
     _token_row(ax, 0, n, N_("input"))
     _token_row(ax, 1, n, N_("output"))
     for s in range(n):
         ax.plot([n - 1, s], [1 - 0.22, 0.22], color="C2", lw=1.2 if s == 0 else 0.8)
-    ax.set_title("attention: 1 layer, a direct line", fontsize=9)
+    ax.set_title(N_("attention: 1 layer, a direct line"), fontsize=9)
     for ax, top in zip(axes, (1, m, 1)):
         ax.set_xlim(-2.6, n - 0.4)
         ax.set_ylim(-0.8, top + 0.5)
@@ -109,17 +110,17 @@ def qkv_path():
     _box(ax, (4.9, 2), N_("scores $q_i \\cdot k_j / \\sqrt{d_k}$\nfor every token $j$"), q_col)
     _arrow(ax, (3.1, 2), (3.85, 2))
     _arrow(ax, (3.1, 1.05), (4.3, 1.6), dashed=True)
-    ax.text(4.45, 1.2, "and every other token's key $k_j$", fontsize=8, color="gray")
+    ax.text(4.45, 1.2, N_("and every other token's key $k_j$"), fontsize=8, color="gray")
     _box(ax, (7.4, 2), N_("weights $A_{ij}$\n(softmax, sum 1)"), q_col)
     _arrow(ax, (5.95, 2), (6.55, 2))
     _box(ax, (7.4, 0), N_("$o_i = \\sum_j A_{ij} v_j$\n(1 × $d_v$)"), v_col)
     _arrow(ax, (7.4, 1.65), (7.4, 0.4))
     _arrow(ax, (3.1, 0), (6.5, 0), dashed=True)
-    ax.text(4.8, 0.12, "and every other token's value $v_j$", fontsize=8, color="gray", ha="center")
+    ax.text(4.8, 0.12, N_("and every other token's value $v_j$"), fontsize=8, color="gray", ha="center")
     ax.set_xlim(-0.9, 8.4)
     ax.set_ylim(-0.6, 2.6)
     ax.axis("off")
-    ax.set_title("One token's path: its query asks, every key answers, every value is delivered",
+    ax.set_title(N_("One token's path: its query asks, every key answers, every value is delivered"),
                  fontsize=10)
     fig.tight_layout()
     return fig

@@ -33,7 +33,7 @@ import warnings
 
 import numpy as np
 
-from .i18n import _, set_language, tr
+from .i18n import _, set_language
 from .grading import course
 from .grading.notebook import NotebookGrade, SandboxStartError, grade_notebook
 from .grading.report import write_csv, write_html, write_json
@@ -170,7 +170,7 @@ def _grade_class(submissions, out, *, students, chapter, lang, jobs, limits, req
         say(_("Warning: the sandbox cannot isolate the notebooks completely on this machine ({why}):").format(
             why=iso.reason or iso.mode))
         for m in missing:
-            say("  - " + tr(m))
+            say("  - " + _(m))
         if require_isolation:
             raise SystemExit(2)
     chapter = course.chapter_of(chapter) if chapter else None

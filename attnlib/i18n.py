@@ -1,37 +1,33 @@
 """The language of the text attnlib shows: English (default) or Chinese (中文).
 
 Quiz questions and feedback, exercise prompts, checker verdicts and mistake messages,
-explorer labels and figure titles are written in English in the code (attnlib's and the
-chapters') and translated when they are shown, from the message catalogues in
-``attnlib/locales/zh_CN/LC_MESSAGES/*.po``. Code, identifiers and numbers stay as they are.
+explorer labels and figure titles are written in English in attnlib and translated where
+they are shown, from the gettext catalogues ``attnlib/locales/zh_CN/LC_MESSAGES/*.po``
+(read with Babel). Code, identifiers and numbers stay as they are.
 
 Choose the language with the environment variable ``ATTNLIB_LANG`` (``en`` or ``zh``,
-read at import; the Chinese edition of the book is executed with ``ATTNLIB_LANG=zh``) or
-at run time::
+read at import) or at run time::
 
     >>> import attnlib as al
     >>> al.set_language("zh")
     >>> al.tr("Not quite.")
     '不对。'
 
-A message is looked up as it is; a message that code builds with an f-string
-(``f"head {i}: {name}"``) is found through its catalogue entry, a template with named
-fields (``"head {i}: {name}"``, flagged ``python-brace-format``), and the values it
-carries are put into the translation's fields (a value that is itself a catalogued
-message is translated too).
-
-A message without a translation is never shown in English silently: it raises
-:class:`MissingTranslation` when ``ATTNLIB_I18N_STRICT=1`` (the book's Chinese build) and
-otherwise warns once and shows the English. ``tools/i18n_extract.py`` (``make gettext``)
-collects the messages from attnlib and from the chapters' code cells.
+Inside attnlib a message is marked the gettext way: ``_("case {i} of {n}").format(i=..., n=...)``
+where it is shown (the template is looked up, then filled in), ``N_("...")`` where a text
+is defined but shown later through ``_()``/``tr()``. The lookup is exact. A text already
+in the target language (Chinese characters, not an English message: a Chinese
+notebook's own quiz or figure title) passes unchanged. An English text without a
+translation raises :class:`MissingTranslation` when ``ATTNLIB_I18N_STRICT=1`` (the book's
+Chinese build) and otherwise warns once and shows the English. ``tools/i18n_extract.py``
+(``make gettext``) extracts the messages with Babel (README, "Translating").
 
 In Chinese, figures are translated as they are drawn (titles, axis labels, legends and
-text annotations of every figure a notebook shows or saves) and matplotlib is given a
-CJK font when one is installed.
+text annotations of every figure a notebook shows or saves, looked up exactly) and
+matplotlib is given a CJK font when one is installed.
 """
 from __future__ import annotations
 
-import ast
 import functools
 import os
 import pathlib
@@ -43,6 +39,7 @@ __all__ = ["LANGUAGES", "MissingTranslation", "get_language", "set_language", "t
 LANGUAGES = {"en": "English", "zh": "中文"}
 _LOCALE_DIRS = {"zh": "zh_CN"}
 LOCALES = pathlib.Path(__file__).parent / "locales"
+_SCRIPT = {"zh": re.compile(r"[\u3400-\u9fff]")}   # a text in this script is already translated
 
 # fonts that carry CJK glyphs, tried in this order (Debian: fonts-wqy-microhei, fonts-noto-cjk)
 CJK_FONTS = ["WenQuanYi Micro Hei", "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC",
@@ -92,100 +89,29 @@ def _strict() -> bool:
 
 # ----------------------------------------------------------------------- catalogues
 
-def _unquote(line: str) -> str:
-    return ast.literal_eval(line)  # a PO string is a C string; these escapes are Python's too
+def translations(path: pathlib.Path) -> dict[str, str]:
+    """The translated entries of one ``.po`` file, ``{msgid: msgstr}`` (untranslated and
+    fuzzy entries left out, as msgfmt leaves them out of a ``.mo``)."""
+    from babel.messages.pofile import read_po
+
+    with open(path, "rb") as f:
+        catalog = read_po(f)
+    return {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
 
 
-def read_po(path: pathlib.Path) -> list[dict]:
-    """The entries of a PO file: dicts with ``msgid``, ``msgstr`` and ``flags``.
+class Catalogue(dict):
+    """The translations of one language, ``{msgid: msgstr}``, from all its ``.po`` files."""
 
-    Enough of the format for the catalogues here: comments, flags, ``msgctxt``, and
-    strings continued on following lines (no plural forms)."""
-    entries: list[dict] = []
-    cur: dict = {"flags": set()}
-    field = None
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.strip()
-        starts_entry = line.startswith(("#,", "msgctxt", "msgid ")) and "msgstr" in cur
-        if starts_entry:  # the previous entry is complete
-            entries.append(cur)
-            cur, field = {"flags": set()}, None
-        if line.startswith("#,"):
-            cur["flags"].update(f.strip() for f in line[2:].split(","))
-        elif line.startswith(("msgctxt ", "msgid ", "msgstr ")):
-            field, _, rest = line.partition(" ")
-            cur[field] = _unquote(rest)
-        elif line.startswith('"') and field:
-            cur[field] += _unquote(line)
-    if "msgstr" in cur:
-        entries.append(cur)
-    return [e for e in entries if e.get("msgid")]
-
-
-_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-class Catalogue:
-    """The translations of one language: exact messages and f-string templates."""
-
-    def __init__(self, lang: str):
-        self.exact: dict[str, str] = {}
-        self.templates: list[tuple[re.Pattern, str, int]] = []
-        folder = LOCALES / _LOCALE_DIRS[lang] / "LC_MESSAGES"
-        for path in sorted(folder.rglob("*.po")):
-            for e in read_po(path):
-                if not e.get("msgstr") or "fuzzy" in e["flags"]:
-                    continue  # untranslated or needing review: treated as missing
-                if "python-brace-format" in e["flags"] and _FIELD.search(e["msgid"]):
-                    literal = len(_FIELD.sub("", e["msgid"]))
-                    self.templates.append((_template_pattern(e["msgid"]), e["msgstr"], literal))
-                self.exact[e["msgid"]] = e["msgstr"]
-        # the most specific template first: more literal text (fields left out), then fewer fields
-        self.templates.sort(key=lambda t: (-t[2], t[0].pattern))
-
-    def lookup(self, text: str, depth: int = 0) -> str | None:
-        if text in self.exact:
-            return self.exact[text]
-        for pattern, msgstr, _literal in self.templates:
-            m = pattern.fullmatch(text)
-            if m:
-                values = {k: self._value(v, depth) for k, v in m.groupdict().items()}
-                return _FIELD.sub(lambda f: values.get(f.group(1), f.group(0)), msgstr)
-        return None
-
-    def _value(self, value: str, depth: int = 0) -> str:
-        """A value filled into a template: translated when it is a catalogued message
-        (a word such as "vanishes" kept in a variable); numbers, code and data (token
-        strings such as 'apple') pass unchanged. ``ATTNLIB_I18N_REPORT=FILE`` lists the
-        words that passed unchanged, to find text that should have been catalogued."""
-        found = self.exact.get(value.strip())
-        if found is None and depth < 2 and re.search(r"[A-Za-z]{2}", value):
-            found = self.lookup(value.strip(), depth + 1)  # a value built from another template
-        if found is not None:
-            return value.replace(value.strip(), found)
-        report = os.environ.get("ATTNLIB_I18N_REPORT")
-        if report and re.fullmatch(r"\s*[A-Za-z][A-Za-z '-]{2,}\s*", value):
-            with open(report, "a", encoding="utf-8") as f:
-                f.write(value.strip() + "\n")
-        return value
-
-
-def _template_pattern(msgid: str) -> re.Pattern:
-    parts, seen, pos = [], set(), 0
-    for m in _FIELD.finditer(msgid):
-        parts.append(re.escape(msgid[pos:m.start()]))
-        name = m.group(1)
-        parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.+?)")
-        seen.add(name)
-        pos = m.end()
-    parts.append(re.escape(msgid[pos:]))
-    return re.compile("".join(parts), re.DOTALL)
+    lookup = dict.get
 
 
 @functools.lru_cache(maxsize=None)
 def catalogue(lang: str) -> Catalogue:
-    """The loaded catalogue of ``lang`` (cached; :func:`reload` after editing a .po)."""
-    return Catalogue(_normalise(lang))
+    """The loaded catalogue of ``lang`` (cached; :func:`reload` after editing a ``.po``)."""
+    found = Catalogue()
+    for path in sorted((LOCALES / _LOCALE_DIRS[_normalise(lang)] / "LC_MESSAGES").rglob("*.po")):
+        found.update(translations(path))
+    return found
 
 
 def reload() -> None:
@@ -194,15 +120,15 @@ def reload() -> None:
 
 
 def tr(text: str) -> str:
-    """``text`` in the current language.
+    """``text`` in the current language: its entry in the catalogue.
 
     Args:
-        text: an English message, as written in the code (or built from a catalogued
-            f-string template).
+        text: an English message exactly as the catalogue has it (a template such as
+            ``"case {i} of {n}"`` before ``.format``).
 
     Returns:
-        the translation; ``text`` itself in English, or when it has no letters to
-        translate (numbers, symbols).
+        the translation; ``text`` itself in English, when it has no letters to translate
+        (numbers, symbols), or when it is already in the current language.
 
     Raises:
         MissingTranslation: no translation exists and ``ATTNLIB_I18N_STRICT=1``.
@@ -210,11 +136,13 @@ def tr(text: str) -> str:
     lang = _state["lang"]
     if lang == "en" or not isinstance(text, str) or not re.search(r"[A-Za-z]{2}", text):
         return text
-    found = catalogue(lang).lookup(text)
+    found = catalogue(lang).get(text)
     if found is not None:
         return found
-    hint = ("add it to the catalogue: run `make gettext` and `sphinx-intl update` (see the README, "
-            "'Translating'), then fill in its msgstr in attnlib/locales/zh_CN/LC_MESSAGES/")
+    if _SCRIPT[lang].search(text):
+        return text  # already translated (a Chinese notebook's own text)
+    hint = ("mark it with _() or N_() in attnlib, run `make gettext update-po` and fill in its msgstr "
+            "(README, 'Translating')")
     if _strict():
         raise MissingTranslation(f"no {LANGUAGES[lang]} translation of {text!r}: {hint}")
     if text not in _state["warned"]:
@@ -223,19 +151,18 @@ def tr(text: str) -> str:
     return text
 
 
-def _(text: str) -> str:  # noqa: N802 - the conventional gettext marker inside attnlib
-    return tr(text)
+_ = tr  # the conventional gettext name inside attnlib: _("...").format(...)
+
+
+def N_(text: str) -> str:  # noqa: N802 - gettext's "no-op" marker
+    """Mark ``text`` for extraction without translating it now (it is translated where it
+    is shown, by ``_()``/``tr()``)."""
+    return text
 
 
 def join_sentences(first: str, second: str) -> str:
     """Two sentences as one text: ``"Title. Message"`` in English, ``"标题。消息"`` in Chinese."""
     return f"{first}{'。' if _state['lang'] == 'zh' else '. '}{second}"
-
-
-def N_(text: str) -> str:  # noqa: N802 - gettext's "no-op" marker
-    """Mark ``text`` for the catalogue without translating it now (it is translated
-    where it is shown, e.g. as a value filled into a translated template)."""
-    return text
 
 
 # ----------------------------------------------------------------------- figures
@@ -275,7 +202,7 @@ def translate_figure(fig) -> None:
             shown = tr(s)
             text.set_text(shown)
             text._attnlib_shown = shown
-    known = catalogue(_state["lang"]).lookup
+    known = catalogue(_state["lang"]).get
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             # tick labels given as text (ax.set_xticks(..., labels=...)) are made by a

@@ -17,7 +17,7 @@ import html
 import re
 from dataclasses import dataclass
 
-from .i18n import _, get_language, tr
+from .i18n import _, get_language
 
 __all__ = ["Question", "question"]
 
@@ -48,8 +48,8 @@ class Question:
     def __post_init__(self):
         # shown in the current language (attnlib.i18n): the English is the catalogue's key
         if get_language() != "en":
-            self.prompt = tr(self.prompt)
-            self.choices = [(tr(t), ok, tr(fb)) + tuple(rest) for t, ok, fb, *rest in self.choices]
+            self.prompt = _(self.prompt)
+            self.choices = [(_(t), ok, _(fb)) + tuple(rest) for t, ok, fb, *rest in self.choices]
         if not self.choices or not any(c[1] for c in self.choices):
             raise ValueError(f"question {self.prompt[:40]!r} needs at least one correct choice")
         if len(self.choices) > len(_LETTERS):
@@ -80,10 +80,11 @@ class Question:
                 f'padding:.2em .6em;margin:.2em 0 .4em 1.2em"><b style="color:{colour}">{verdict}</b> '
                 f'{html.escape(feedback)}</div></details>')
         qid = f' id="{html.escape(self.qid)}"' if self.qid else ""
+        question, click = _("Question."), _("Click a choice to see feedback.")
         return (f'<div class="attnlib-quiz"{qid} style="border:1px solid #d0d7de;border-radius:6px;'
                 f'padding:.6em .9em;margin:.5em 0"><p class="attnlib-quiz-prompt" style="margin:0 0 .4em 0">'
-                f'<b>{_("Question.")}</b> {html.escape(self.prompt)}</p>{"".join(items)}'
-                f'<p style="margin:.4em 0 0 0;font-size:90%;color:#6e7781">{_("Click a choice to see feedback.")}</p></div>')
+                f'<b>{question}</b> {html.escape(self.prompt)}</p>{"".join(items)}'
+                f'<p style="margin:.4em 0 0 0;font-size:90%;color:#6e7781">{click}</p></div>')
 
 
 def question(prompt: str, choices: list, qid: str = "") -> Question:

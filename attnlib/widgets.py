@@ -29,12 +29,12 @@ import base64
 import html
 from typing import Callable, Sequence
 
-from .i18n import _, tr
+from .i18n import N_, _
 
 __all__ = ["Explorer", "explorer", "RUN_HINT"]
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-RUN_HINT = "Run this cell to explore"  # i18n
+RUN_HINT = N_("Run this cell to explore")
 DPI = 100  # 10-pt text is 14 px tall at 1x; annotations (9-10 pt) at least 12 px
 
 _STILL_CSS = f"""
@@ -65,7 +65,7 @@ class Explorer:
         png = base64.b64encode(self.frames[self.initial]).decode("ascii")
         views = ", ".join(map(str, self.labels))
         label = f"{self.description} = {self.labels[self.initial]}"
-        run = tr(RUN_HINT)
+        run = _(RUN_HINT)
         alt = _("{label} (first view of the explorer)").format(label=label)
         line = _("{run}: a {description} control switches between {n} views ({views}). "
                  "This picture is the view for {label}.").format(
@@ -119,8 +119,8 @@ def explorer(render: Callable, values: Sequence, *, description: str, labels: Se
     from .plots import fig_to_png
 
     values = list(values)
-    labels = [str(v) for v in values] if labels is None else [tr(str(s)) for s in labels]
-    description = tr(description)
+    labels = [str(v) for v in values] if labels is None else [_(str(s)) for s in labels]
+    description = _(description)
     if len(labels) != len(values):
         raise ValueError(f"labels has {len(labels)} entries but values has {len(values)}; give one label per value")
     if control not in ("slider", "buttons"):

@@ -1,46 +1,46 @@
-"""Collect the text attnlib shows into message templates (``.pot``), for translation.
+"""Extract the English text attnlib shows into message templates (``.pot``), for translation.
 
     python tools/i18n_extract.py --out _build/gettext/attnlib   # (make gettext runs it)
 
-then ``sphinx-intl update -p _build/gettext/attnlib -l zh_CN -d attnlib/locales`` merges
-them into ``attnlib/locales/zh_CN/LC_MESSAGES/`` (see the README, "Translating").
+then ``sphinx-intl update`` (``make update-po``) merges them into
+``attnlib/locales/zh_CN/LC_MESSAGES/`` (README, "Translating").
 
-What is collected (by reading the code, nothing is executed):
-
-- in ``attnlib/``: the argument of every ``_("...")`` / ``tr("...")`` call, and the
-  learner-facing fields of the exercise catalogues: ``Mistake(key, title, message, fix=...)``,
-  ``Case(label=...)``, ``Exercise(prompt=..., hint=..., hints=(...))``;
-- in ``chapters/*.ipynb`` (code cells): quiz questions, choices and feedback
+- ``attnlib/`` (and ``tools/sphinxext/``): Babel's Python extractor, keywords ``_``, ``N_``
+  and ``tr``, plus :func:`extract_exercises` for the learner-facing fields of the exercise
+  catalogues, ``Mistake(key, title, message, fix=...)``, ``Case(label=...)`` and
+  ``Exercise(prompt=..., hint=..., hints=(...))``, which are written without markers.
+- ``chapters/*.ipynb`` (code cells): quiz questions, choices and feedback
   (``al.quiz.question``), figure text (``set_title``, ``suptitle``, ``set_xlabel``,
   ``set_ylabel``, ``text``, ``annotate`` and the keywords ``title=``, ``label=``,
   ``xlabel=``, ``ylabel=``, ``labels=``, ``description=``), and the strings of a cell's
-  ``# i18n:`` lists (``names = [...]  # i18n``), for text a cell keeps in a variable.
+  ``# i18n`` lines (``names = [...]  # i18n``), for text a cell keeps in a variable.
 
-An f-string becomes a template whose fields are named after their expressions:
-``f"head {i}: {names[i]}"`` -> ``"head {i}: {names_i}"`` (flag ``python-brace-format``);
-:func:`attnlib.i18n.tr` matches shown text against it. One catalogue per source:
-``attnlib.pot`` (the package), ``exercises/ch02_qkv.pot``, ``chapters/02_qkv.pot``, and
-``grading.pot`` (the assignments, the grader and its report, a learner's progress).
+One catalogue per source: ``attnlib.pot`` (the package), ``exercises/ch02_qkv.pot``,
+``grading.pot`` (the assignments, the grader and its report, a learner's progress) and
+``chapters/02_qkv.pot``.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import io
 import json
 import pathlib
 import re
 import sys
 
+from babel.messages.catalog import Catalog
+from babel.messages.extract import extract
+from babel.messages.pofile import write_po
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-MARKERS = {"_", "tr", "N_"}
+KEYWORDS = {"_": None, "N_": None, "tr": None}
 FIGURE_CALLS = {"set_title": 0, "suptitle": 0, "set_xlabel": 0, "set_ylabel": 0, "supxlabel": 0,
                 "supylabel": 0, "text": 2, "annotate": 0}
 TEXT_KEYWORDS = {"title", "label", "xlabel", "ylabel", "description"}
 LIST_KEYWORDS = {"labels"}
 # a phrase of words (not a colour, a format such as "o-", or a single data token)
-# a case label: words and values separated by spaces ("n = 10, kernel 3")
-_LABEL = re.compile(r"\s.*[A-Za-z]{3,}|[A-Za-z]{3,}.*\s")
 _PHRASE = re.compile(r"[A-Za-z]{2,}[^\n]*\s[^\n]*[A-Za-z]{2,}|[A-Za-z]{3,}.*[:=(]")
 
 
@@ -99,75 +99,58 @@ def _marked_assignments(tree: ast.AST, lines: list[str]):
                     yield sub
 
 
-def from_python(tree: ast.AST, *, package: bool, lines: list[str] = (),
-                case_builders: bool = False) -> list[tuple[Template, int]]:
-    found: list[tuple[Template, int]] = []
-    for sub in _marked_assignments(tree, list(lines)):
-        t = template(sub)
-        if _worth(t):
-            found.append((t, sub.lineno))
+def extract_exercises(fileobj, keywords, comment_tags, options):
+    """A Babel extractor for the exercise catalogues' learner-facing fields (string
+    literals; a field given any other way is marked with ``N_()`` where it is built).
+    Of an ``Exercise``'s ``hint`` it takes what the checker shows: the sentences before
+    any code (:func:`attnlib.exercises._hints.shown_part_of_hint`)."""
+    from attnlib.exercises._hints import shown_part_of_hint
 
-    def add(node):
-        t = template(node)
-        if _worth(t):
-            found.append((t, node.lineno))
+    def text(node):
+        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
-    if case_builders:
-        # the case builders of an exercise module (``def _softmax_cases():``): the labels
-        # they give their cases, often through a variable (``Case(..., label=label)``)
-        for fn in ast.walk(tree):
-            if isinstance(fn, ast.FunctionDef) and fn.name.endswith("cases"):
-                inner = [n for n in ast.walk(fn) if isinstance(n, (ast.FunctionDef, ast.Lambda))]
-                skip = {id(n.body[0].value) for n in inner if isinstance(n, ast.FunctionDef) and n.body
-                        and isinstance(n.body[0], ast.Expr)}                        # docstrings
-                skip |= {id(v) for n in ast.walk(fn) if isinstance(n, ast.JoinedStr) for v in n.values}
-                for sub in ast.walk(fn):
-                    if id(sub) in skip or not isinstance(sub, (ast.Constant, ast.JoinedStr)):
-                        continue
-                    t = template(sub)
-                    if _worth(t) and (_PHRASE.search(t.text) or _LABEL.search(t.text)):
-                        found.append((t, sub.lineno))
-    # _("... {name} ...").format(name=...): the marked call is the receiver of .format
-    formatted = {id(n.func.value) for n in ast.walk(tree) if isinstance(n, ast.Call)
-                 and isinstance(n.func, ast.Attribute) and n.func.attr == "format"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            name = _call_name(node)
-            kw = {k.arg: k.value for k in node.keywords if k.arg}
-            if name in MARKERS and node.args:
-                t = template(node.args[0])
-                if t is not None and not t.fields:
-                    t.fields = id(node) in formatted
-                if _worth(t):
-                    found.append((t, node.args[0].lineno))
-            if not package:
-                continue
-            if name in FIGURE_CALLS and len(node.args) > FIGURE_CALLS[name]:
-                add(node.args[FIGURE_CALLS[name]])  # figures drawn by attnlib (plots, diagrams, train)
-            for key in (TEXT_KEYWORDS - {"label"}) & kw.keys():
-                add(kw[key])
-            if name != "Case" and "label" in kw:
-                add(kw["label"])
-            if name == "Mistake":
-                for i, key in ((1, "title"), (2, "message")):
-                    add(node.args[i]) if len(node.args) > i else (add(kw[key]) if key in kw else None)
-                if "fix" in kw:  # level 2 of the hint ladder
-                    add(kw["fix"])
-            elif name == "Case" and "label" in kw:
-                add(kw["label"])
-            elif name == "Exercise":
-                if "prompt" in kw:
-                    add(kw["prompt"])
-                for step in getattr(kw.get("hints"), "elts", []):  # the ladder after the idea
-                    add(step)
-                hint = template(kw["hint"]) if "hint" in kw else None
-                if hint is not None:
-                    # what the checker shows of it: the sentences before any code
-                    from attnlib.exercises._core import shown_part_of_hint
-                    shown = shown_part_of_hint(hint.text)
-                    if shown:
-                        found.append((Template(shown, hint.fields), kw["hint"].lineno))
-    return found
+    for node in ast.walk(ast.parse(fileobj.read())):
+        if not isinstance(node, ast.Call):
+            continue
+        name, kw = _call_name(node), {k.arg: k.value for k in node.keywords if k.arg}
+        fields = []
+        if name == "Mistake":
+            fields = [kw.get(key, node.args[i] if len(node.args) > i else None)
+                      for i, key in ((1, "title"), (2, "message"))] + [kw.get("fix")]
+        elif name == "Case":
+            fields = [kw.get("label")]
+        elif name == "Exercise":
+            fields = [kw.get("prompt"), *getattr(kw.get("hints"), "elts", [])]
+            hint = text(kw.get("hint"))
+            if hint and shown_part_of_hint(hint):
+                yield kw["hint"].lineno, "", shown_part_of_hint(hint), []
+        for field in fields:
+            if text(field):
+                yield field.lineno, "", text(field), []
+
+
+def domain_of(rel: str) -> str:
+    """The catalogue of a source file: ``attnlib``, ``grading`` or ``exercises/chNN_x``."""
+    m = re.fullmatch(r"attnlib/exercises/(ch\d\d_\w+)\.py", rel)
+    if m:
+        return f"exercises/{m.group(1)}"
+    if re.fullmatch(r"attnlib/(?:grade|assignments|progress)\.py|attnlib/grading/\w+\.py", rel):
+        return "grading"  # the teacher's tools and the learner's progress
+    return "attnlib"
+
+
+def from_package() -> dict[str, Catalog]:
+    """attnlib's messages, by catalogue (Babel's extraction)."""
+    catalogues: dict[str, Catalog] = {}
+    for path in sorted((ROOT / "attnlib").rglob("*.py")) + sorted((ROOT / "tools" / "sphinxext").glob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        catalog = catalogues.setdefault(domain_of(rel), Catalog(fuzzy=False, charset="utf-8"))
+        source = path.read_bytes()
+        for method in ("python", extract_exercises):
+            for lineno, message, _comments, _context in extract(method, io.BytesIO(source), KEYWORDS):
+                if _worth(Template(message, False)):
+                    catalog.add(message, locations=[(rel, lineno)])
+    return catalogues
 
 
 def from_notebook_cell(source: str) -> list[tuple[Template, int]]:
@@ -219,55 +202,17 @@ def from_notebook_cell(source: str) -> list[tuple[Template, int]]:
     return found
 
 
-def _po_string(s: str) -> str:
-    body = s.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t")
-    if "\n" not in body:
-        return f'"{body}"'
-    pieces = body.split("\n")
-    out = ['""'] + [f'"{p}\\n"' for p in pieces[:-1]]
-    if pieces[-1]:
-        out.append(f'"{pieces[-1]}"')
-    return "\n".join(out)
-
-
-def write_pot(path: pathlib.Path, messages: dict[str, tuple[bool, list[str]]]) -> None:
-    lines = ['msgid ""', 'msgstr ""', '"Content-Type: text/plain; charset=UTF-8\\n"', ""]
-    for text, (fields, where) in messages.items():
-        lines += [f"#: {' '.join(sorted(set(where)))}"]
-        if fields:
-            lines.append("#, python-brace-format")
-        lines += [f"msgid {_po_string(text)}", 'msgstr ""', ""]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines), encoding="utf-8")
-
-
-def collect() -> dict[str, dict[str, tuple[bool, list[str]]]]:
-    catalogues: dict[str, dict[str, tuple[bool, list[str]]]] = {}
-
-    def put(domain, t: Template, where: str):
-        msgs = catalogues.setdefault(domain, {})
-        fields, places = msgs.get(t.text, (False, []))
-        msgs[t.text] = (fields or t.fields, places + [where])
-
-    sources = sorted((ROOT / "attnlib").rglob("*.py")) + sorted((ROOT / "tools" / "sphinxext").glob("*.py"))
-    for path in sources:
-        rel = path.relative_to(ROOT).as_posix()
-        m = re.fullmatch(r"attnlib/exercises/(ch\d\d_\w+)\.py", rel)
-        domain = f"exercises/{m.group(1)}" if m else "attnlib"
-        if re.fullmatch(r"attnlib/(?:grade|assignments|progress)\.py|attnlib/grading/\w+\.py", rel):
-            domain = "grading"  # the teacher's tools and the learner's progress: grading.pot
-        text = path.read_text(encoding="utf-8")
-        for t, line in from_python(ast.parse(text), package=True, lines=text.splitlines(),
-                                   case_builders=bool(m)):
-            put(domain, t, f"{rel}:{line}")
+def collect() -> dict[str, Catalog]:
+    """Every catalogue's messages: attnlib's (Babel) and the chapters' code cells'."""
+    catalogues = from_package()
     for path in sorted((ROOT / "chapters").glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
+        catalog = catalogues.setdefault(f"chapters/{path.stem}", Catalog(fuzzy=False, charset="utf-8"))
         for i, cell in enumerate(nb["cells"]):
-            if cell["cell_type"] != "code":
-                continue
-            src = "".join(cell["source"])
-            for t, line in from_notebook_cell(src):
-                put(f"chapters/{path.stem}", t, f"chapters/{path.name}:cell{i}:{line}")
+            if cell["cell_type"] == "code":
+                for t, line in from_notebook_cell("".join(cell["source"])):
+                    catalog.add(t.text, locations=[(f"chapters/{path.name}:cell{i}", line)],
+                                flags=("python-brace-format",) if t.fields else ())
     return catalogues
 
 
@@ -276,10 +221,13 @@ def main() -> int:
     ap.add_argument("--out", type=pathlib.Path, default=ROOT / "_build" / "gettext" / "attnlib")
     out = ap.parse_args().out
     total = 0
-    for domain, messages in sorted(collect().items()):
-        write_pot(out / f"{domain}.pot", messages)
-        total += len(messages)
-        print(f"{domain + '.pot':34s} {len(messages):4d} messages")
+    for domain, catalog in sorted(collect().items()):
+        pot = out / f"{domain}.pot"
+        pot.parent.mkdir(parents=True, exist_ok=True)
+        with open(pot, "wb") as f:
+            write_po(f, catalog, sort_output=False)
+        total += len(catalog)
+        print(f"{domain + '.pot':34s} {len(catalog):4d} messages")
     print(f"{total} messages in {out}")
     return 0
 

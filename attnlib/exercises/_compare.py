@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..i18n import _, tr
+from ..i18n import _
 from ._wire import BFloat16Values, Opaque
 
 if TYPE_CHECKING:
@@ -73,15 +73,15 @@ def _to_numpy(obj: Any) -> Any:
 
 def _describe(obj: Any) -> str:
     if isinstance(obj, np.ma.MaskedArray):
-        return tr(f"a NumPy masked array of shape {tuple(obj.shape)}")
+        return _("a NumPy masked array of shape {shape}").format(shape=tuple(obj.shape))
     if isinstance(obj, np.ndarray):
         if obj.ndim == 0:
-            return tr(f"a single number (dtype {obj.dtype})")
-        return tr(f"an array of shape {tuple(obj.shape)} and dtype {obj.dtype}")
+            return _("a single number (dtype {dtype})").format(dtype=obj.dtype)
+        return _("an array of shape {shape} and dtype {dtype}").format(shape=tuple(obj.shape), dtype=obj.dtype)
     if isinstance(obj, tuple):
-        return tr("a tuple ({items})").format(items=", ".join(_describe(o) for o in obj))
+        return _("a tuple ({items})").format(items=", ".join(_describe(o) for o in obj))
     if isinstance(obj, list):
-        return tr(f"a Python list of {len(obj)} items")
+        return _("a Python list of {n} items").format(n=len(obj))
     if obj is None:
         return "None"
     if isinstance(obj, Opaque):
@@ -186,14 +186,14 @@ def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tupl
         if isinstance(got, list) and len(got) == len(want):  # a list of the right items is fine
             got = tuple(got)
         if not isinstance(got, tuple) or len(got) != len(want):
-            return False, tr(f"expected a tuple of {len(want)} items, got {_describe(got)}"), "type"
+            return False, _("expected a tuple of {n} items, got {got}").format(n=len(want), got=_describe(got)), "type"
         for i, (g, w) in enumerate(zip(got, want)):
             ok, why, problem = _compare(g, w, ex, None if kind is None else _kind_of_value(w))
             if not ok:
-                return False, tr(f"item {i} of the tuple: {why}"), problem
+                return False, _("element {i} of the tuple (counting from 0): {why}").format(i=i, why=why), problem
         return True, "", ""
     if isinstance(got, np.ma.MaskedArray):
-        return False, tr("got a NumPy masked array. Masked entries are skipped by comparisons and "
+        return False, _("got a NumPy masked array. Masked entries are skipped by comparisons and "
                        "reductions, so it can look right for the wrong reason: return a plain array "
                        "(e.g. np.ma.filled(result, 0.0) with the value the masked entries must have)"), "type"
     if not isinstance(want, np.ndarray):  # e.g. a string: plain equality
@@ -201,26 +201,26 @@ def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tupl
             ok = bool(got == want)
         except Exception:  # noqa: BLE001
             ok = False
-        return (True, "", "") if ok else (False, tr(f"expected {want!r:.80}, got {got!r:.80}"), "value")
+        return (True, "", "") if ok else (False, _("expected {want}, got {got}").format(want=f"{want!r:.80}", got=f"{got!r:.80}"), "value")
     if isinstance(got, list):
-        return False, tr(f"expected {_describe(want)}, got a Python list. Return an array: "
-                       "np.asarray(result) (or np.stack(rows) for a list of rows)"), "type"
+        return False, _("expected {want}, got a Python list. Return an array: np.asarray(result) "
+                       "(or np.stack(rows) for a list of rows)").format(want=_describe(want)), "type"
     if not isinstance(got, np.ndarray):
-        return False, tr(f"expected {_describe(want)}, got {_describe(got)}"), "type"
+        return False, _("expected {want}, got {got}").format(want=_describe(want), got=_describe(got)), "type"
     kind = kind or _kind_of(want, ex.output_kind)
     if got.shape != want.shape:
         if got.ndim == 0:
-            return False, tr(f"expected {_describe(want)}, got a single number"), "shape"
-        return False, tr(f"expected shape {tuple(want.shape)}, got shape {tuple(got.shape)}"), "shape"
+            return False, _("expected {want}, got a single number").format(want=_describe(want)), "shape"
+        return False, _("expected shape {want}, got shape {got}").format(want=tuple(want.shape), got=tuple(got.shape)), "shape"
     if kind == "bool":
         if got.dtype != bool:
-            return False, tr(f"expected a bool array, got dtype {got.dtype} (build it with comparisons "
-                           "such as j <= i, or convert with .astype(bool))"), "dtype"
+            return False, _("expected a bool array, got dtype {dtype} (build it with comparisons such as "
+                           "j <= i, or convert with .astype(bool))").format(dtype=got.dtype), "dtype"
         wrong = np.argwhere(got != want)
         if len(wrong):
             i = _idx(wrong[0])
-            return False, tr(f"{len(wrong)} of {want.size} entries differ, first at index {i} "
-                           f"(got {bool(got[i])}, expected {bool(want[i])})"), "value"
+            return False, _("{n} of {size} entries differ, first at index {index} (got {got}, expected {want})").format(
+                n=len(wrong), size=want.size, index=i, got=bool(got[i]), want=bool(want[i])), "value"
         return True, "", ""
     if kind in ("int", "any"):
         try:
@@ -230,35 +230,36 @@ def _compare(got: Any, want: Any, ex: Exercise, kind: str | None = None) -> tupl
         if ok:
             return True, "", ""
         if want.ndim == 0:
-            return False, tr(f"expected {want.item()!r}, got {got.item()!r}"), "value"
+            return False, _("expected {want}, got {got}").format(want=repr(want.item()), got=repr(got.item())), "value"
         try:
             wrong = np.argwhere(got != want)
             i = _idx(wrong[0])
-            return False, tr(f"{len(wrong)} of {want.size} entries differ, first at index {i} "
-                           f"(got {got[i]!r}, expected {want[i]!r})"), "value"
+            return False, _("{n} of {size} entries differ, first at index {index} (got {got}, expected {want})").format(
+                n=len(wrong), size=want.size, index=i, got=repr(got[i]), want=repr(want[i])), "value"
         except Exception:  # noqa: BLE001
-            return False, tr(f"expected {want.tolist()!r:.80}, got {got.tolist()!r:.80}"), "value"
+            return False, _("expected {want}, got {got}").format(want=f"{want.tolist()!r:.80}", got=f"{got.tolist()!r:.80}"), "value"
     if got.dtype.kind not in "biuf":
-        return False, tr(f"expected real numbers, got dtype {got.dtype}"), "dtype"
+        return False, _("expected real numbers, got dtype {dtype}").format(dtype=got.dtype), "dtype"
     g, w = got.astype(np.float64), want.astype(np.float64)
     nan_g, nan_w = np.isnan(g), np.isnan(w)
     if nan_g.any() and not nan_w.any():
         first = _idx(np.argwhere(nan_g)[0])
-        return False, tr(f"the output contains NaN at {int(nan_g.sum())} of {g.size} entries, first at "
-                       f"index {first} (NaN comes from inf - inf, inf / inf or 0 / 0, e.g. when exp "
-                       "overflows or a whole row underflows to 0)"), "nan"
+        return False, _("the output contains NaN at {n} of {size} entries, first at index {index} (NaN comes "
+                       "from inf - inf, inf / inf or 0 / 0, e.g. when exp overflows or a whole row "
+                       "underflows to 0)").format(n=int(nan_g.sum()), size=g.size, index=first), "nan"
     inf_g = np.isinf(g)
     if inf_g.any() and not np.isinf(w).any():
         first = _idx(np.argwhere(inf_g)[0])
-        return False, tr(f"the output contains inf at {int(inf_g.sum())} of {g.size} entries, first at "
-                       f"index {first}"), "inf"
+        return False, _("the output contains inf at {n} of {size} entries, first at index {index}").format(
+            n=int(inf_g.sum()), size=g.size, index=first), "inf"
     rtol, atol = _tolerances(w, ex)
     if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
         with np.errstate(invalid="ignore"):
             diff = np.abs(g - w)
         diff = np.where(np.isnan(diff) & ~(nan_g & nan_w), np.inf, np.nan_to_num(diff, nan=0.0))
         idx = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
-        return False, (tr(f"largest difference {float(diff[idx]):.3g} at index {_idx(idx)} "
-                          f"(got {float(g[idx]):.6g}, expected {float(w[idx]):.6g})")
+        return False, (_("largest difference {diff} at index {index} (got {got}, expected {want})").format(
+                    diff=f"{float(diff[idx]):.3g}", index=_idx(idx), got=f"{float(g[idx]):.6g}",
+                    want=f"{float(w[idx]):.6g}")
                        + _precision_note(got, ex)), "value"
     return True, "", ""

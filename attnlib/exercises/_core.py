@@ -40,7 +40,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..i18n import _, tr
+from ..i18n import N_, _
 from . import _hints, _wire
 from ._hints import _GENERIC_HINT, _looks_like_code, displayed_hint, hint, shown_part_of_hint  # noqa: F401 - re-exported
 from ._judge import Plan, parse_rule
@@ -274,8 +274,8 @@ def register(ex: Exercise) -> Exercise:
 
 _ICON = {"passed": "✓", "failed": "✗", "not_attempted": "…", "error": "!"}
 _COLOUR = {"passed": "#1a7f37", "failed": "#cf222e", "not_attempted": "#6e7781", "error": "#9a6700"}
-_HEAD = {"passed": "passed", "failed": "not yet", "not_attempted": "not attempted",  # i18n
-         "error": "could not check"}
+_HEAD = {"passed": N_("passed"), "failed": N_("not yet"), "not_attempted": N_("not attempted"),
+         "error": N_("could not check")}
 
 
 @dataclass
@@ -317,8 +317,8 @@ class CheckResult:
         if self.solution:
             return f"{_ICON[self.status]} {self.name}: " + _(
                 "the course's solution {verdict} (this checks the solution above, not your answer)"
-            ).format(verdict=tr(_HEAD[self.status]))
-        return f"{_ICON[self.status]} {self.name}: {tr(_HEAD[self.status])}"
+            ).format(verdict=_(_HEAD[self.status]))
+        return f"{_ICON[self.status]} {self.name}: {_(_HEAD[self.status])}"
 
     def _next_step(self) -> str:
         if self.status != "failed" or self.solution:
@@ -342,11 +342,13 @@ class CheckResult:
 
     def _repr_html_(self) -> str:
         c = _COLOUR[self.status]
-        hint = (f'<div style="margin-top:.3em"><b>{_("Hint:")}</b> {html.escape(self.hint)}</div>'
+        hint_word, fix_words = _("Hint:"), html.escape(_("How to fix it:"))
+        printed_words = _("Your function printed (first lines):")
+        hint = (f'<div style="margin-top:.3em"><b>{hint_word}</b> {html.escape(self.hint)}</div>'
                 if self.hint else "")
-        fix = (f'<div style="margin-top:.3em"><b>{html.escape(_("How to fix it:"))}</b> {html.escape(self.fix)}</div>'
+        fix = (f'<div style="margin-top:.3em"><b>{fix_words}</b> {html.escape(self.fix)}</div>'
                if self.fix else "")
-        printed = (f'<div style="margin-top:.3em"><b>{_("Your function printed (first lines):")}</b>'
+        printed = (f'<div style="margin-top:.3em"><b>{printed_words}</b>'
                    f'<pre style="margin:.2em 0">{html.escape(self._printed())}</pre></div>'
                    if self._printed() else "")
         step = (f'<div style="margin-top:.3em;color:#6e7781">{html.escape(self._next_step())}</div>'
@@ -424,8 +426,8 @@ def _checked(name, fn, seed, *, solution: bool) -> CheckResult:
         if isinstance(exc, KeyboardInterrupt):
             raise
         from ._judge import _fmt_exc
-        result = CheckResult(str(name), "error", tr(f"The checker itself failed ({_fmt_exc(exc)}). "
-                                                    "This is a bug in attnlib, not in your code: please report it."))
+        result = CheckResult(str(name), "error", _("The checker itself failed ({error}). This is a bug in attnlib, not in your "
+                                                   "code: please report it.").format(error=_fmt_exc(exc)))
     result.solution = solution
     ex = EXERCISES.get(name) if isinstance(name, str) else None
     if ex is not None:
@@ -436,19 +438,20 @@ def _checked(name, fn, seed, *, solution: bool) -> CheckResult:
 def _check(name: str, fn: Callable, seed: int | None) -> CheckResult:
     if not isinstance(name, str):
         if isinstance(fn, str) and callable(name):
-            return CheckResult(str(fn), "error", tr("The arguments are swapped: call "
-                                                    f"check({fn!r}, your_function), the exercise name first."))
-        return CheckResult(repr(name), "error", tr("check(name, fn) needs the exercise name as a string, "
-                                                   f"e.g. check('softmax', my_softmax); got {type(name).__name__}."))
+            return CheckResult(str(fn), "error", _("The arguments are swapped: call check({name}, your_function), the exercise "
+                                                   "name first.").format(name=repr(fn)))
+        return CheckResult(repr(name), "error", _("check(name, fn) needs the exercise name as a string, e.g. check('softmax', "
+                                                  "my_softmax); got {type}.").format(type=type(name).__name__))
     ex = EXERCISES.get(name)
     if ex is None:
         close = difflib.get_close_matches(name, list(EXERCISES), n=1)
-        return CheckResult(name, "error", tr(f"There is no exercise called {name!r}.")
-                           + (tr(f" Did you mean {close[0]!r}?") if close else "")
-                           + tr(f" Known exercises: {', '.join(sorted(EXERCISES))}."))
+        return CheckResult(name, "error", _("There is no exercise called {name}.").format(name=repr(name))
+                           + (_(" Did you mean {close}?").format(close=repr(close[0])) if close else "")
+                           + _(" Known exercises: {names}.").format(names=", ".join(sorted(EXERCISES))))
     if not callable(fn):
-        return CheckResult(name, "error", tr(f"check({name!r}, fn) needs a function, got {type(fn).__name__}. "
-                                             "Pass the function itself, without calling it: check(name, my_fn)."))
+        return CheckResult(name, "error", _("check({name}, fn) needs a function, got {type}. Pass the function itself, "
+                                            "without calling it: check(name, my_fn).").format(
+                                                name=repr(name), type=type(fn).__name__))
     plan = Plan(ex, seed)
     extra = {ex.name: ex.extra_check} if ex.extra_check is not None else {}
     with Worker(fn, memory_limit=ex.memory_limit, extra_checks=extra) as worker:

@@ -24,7 +24,7 @@ import html
 import re
 from dataclasses import dataclass, field
 
-from ..i18n import _, tr
+from ..i18n import N_, _
 
 __all__ = ["hint", "displayed_hint", "shown_part_of_hint", "Hint"]
 
@@ -35,8 +35,8 @@ _CODE = re.compile(r"(?:\b(?:return|lambda|def|for|while)\b\s*[\w(]"      # stat
                    r"|\b[A-Za-z_]\w*\[[^\]]*\]"                              # x[None, :], k[j:j + b]
                    r"|\w\)?\s*[@&|]\s*\(?\w)")                                # a @ b, m1 & m2
 
-_GENERIC_HINT = ("Work through the first failing case by hand, on paper, and compare each step with the "  # i18n
-                 "chapter's formula and the shapes in the stub's docstring.")
+_GENERIC_HINT = N_("Work through the first failing case by hand, on paper, and compare each step with "
+                   "the chapter's formula and the shapes in the stub's docstring.")
 
 
 def _looks_like_code(text: str) -> bool:
@@ -47,13 +47,13 @@ def displayed_hint(hint: str) -> str:
     """The part of ``hint`` the checker shows, in the current language: its sentences up
     to the first one that looks like code (hints give the idea, never the solution)."""
     shown = shown_part_of_hint(hint)
-    return tr(shown) if shown else tr(_GENERIC_HINT)
+    return _(shown) if shown else _(_GENERIC_HINT)
 
 
 def idea_of_hint(hint: str) -> str:
     """The shown part of ``hint`` (translated), or '' when it has none: no generic text."""
     shown = shown_part_of_hint(hint)
-    return tr(shown) if shown else ""
+    return _(shown) if shown else ""
 
 
 def shown_part_of_hint(hint: str) -> str:
@@ -103,7 +103,7 @@ def record(ex, result) -> None:
         state = _LADDER[ex.name] = _State("failed", key)
     m = _mistake(ex, key)
     if state.repeats >= 2 and m is not None and m.fix:
-        result.fix = tr(m.fix)
+        result.fix = _(m.fix)
         if "fix" not in state.shown:
             state.shown.append("fix")
 
@@ -160,8 +160,8 @@ def next_hint(name: str) -> Hint:
     if ex is None:
         import difflib
         close = difflib.get_close_matches(str(name), list(EXERCISES), n=1)
-        return Hint(str(name), tr(f"There is no exercise called {name!r}.")
-                    + (tr(f" Did you mean {close[0]!r}?") if close else ""))
+        return Hint(str(name), _("There is no exercise called {name}.").format(name=repr(name))
+                    + (_(" Did you mean {close}?").format(close=repr(close[0])) if close else ""))
     state = _LADDER.get(name)
     if state is None:
         return Hint(name, _("Check your function first, with al.exercises.check(\"{name}\", your_function): the "
@@ -172,12 +172,12 @@ def next_hint(name: str) -> Hint:
     for i, (step, text) in enumerate(steps):
         if step not in state.shown:
             state.shown.append(step)
-            return Hint(name, tr(text), i + 1, len(steps))
+            return Hint(name, _(text), i + 1, len(steps))
     if steps:
         return Hint(name, _("That was the last hint ({steps} of {steps}). Compare your function with them "
                             "step by step, on the first case that fails.").format(steps=len(steps)),
                     len(steps), len(steps))
-    return Hint(name, tr(_GENERIC_HINT))
+    return Hint(name, _(_GENERIC_HINT))
 
 
 def hint(name: str) -> None:

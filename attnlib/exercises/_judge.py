@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..i18n import N_, _, join_sentences, tr
+from ..i18n import N_, _, join_sentences
 from . import _wire
 from ._compare import _compare, _kind_of_value, _shapes, _snapshot, _to_numpy
 from ._hints import displayed_hint, idea_of_hint
@@ -219,7 +219,7 @@ class Plan:
             else:
                 self.final = self._take_extra(out, req)
         if self.final is None and len(outcomes) < len(req.calls):  # a failure ended the batch
-            self.final = self._fail(tr("The checker lost track of your function's answers."), "garbled")
+            self.final = self._fail(_("The checker lost track of your function's answers."), "garbled")
         if self.final is None:
             self._advance()
 
@@ -247,7 +247,7 @@ class Plan:
         r = self.final
         if r is None:
             if self.stage != "done":
-                r = self._fail(tr("The checker lost track of your function's answers."), "garbled")
+                r = self._fail(_("The checker lost track of your function's answers."), "garbled")
             else:
                 fast = _(" and it is fast enough") if self.ex.perf_case is not None else ""
                 r = CheckResult(self.ex.name, "passed", _("All {n} cases match the reference{fast}{note}.").format(
@@ -264,7 +264,8 @@ class Plan:
     def _where(self, i: int) -> str:
         cases = self.cases
         case = cases[i]
-        return tr(f"case {i + 1} of {len(cases)} ({tr(case.label)}; inputs {_shapes(case)})")
+        return _("case {i} of {n} ({label}; inputs {shapes})").format(
+            i=i + 1, n=len(cases), label=_(case.label), shapes=_shapes(case))
 
     def _ended(self, out: _wire.Outcome, where: str, req: Request, stage: str, i: int | None = None):
         """The verdict for a call that did not complete, broke the protocol, switched the
@@ -273,9 +274,10 @@ class Plan:
         if out.status in ("timeout", "cpu"):
             limit = req.limit
             if stage == "extra":
-                return self._fail(tr("Your function is right on the small cases, but the extra test (which runs it on "
-                                     f"a larger input) took longer than {limit:g} s, so the checker stopped it. Look for a "
-                                     "loop that only ends for small inputs, or Python loops over single numbers."), "timeout")
+                return self._fail(_("Your function is right on the small cases, but the extra test (which runs it on "
+                                    "a larger input) took longer than {limit} s, so the checker stopped it. Look for a "
+                                    "loop that only ends for small inputs, or Python loops over single numbers."
+                                    ).format(limit=f"{limit:g}"), "timeout")
             if stage == "perf":
                 return self._slow()
             budget = self.budget()
@@ -285,11 +287,12 @@ class Plan:
                                     "operations.").format(budget=f"{budget:g}", n=len(self.cases)),
                                   "timeout", idea_only=True)
             if limit >= ex.time_limit:
-                what = tr(f"ran longer than {ex.time_limit:g} s on {where}")
+                what = _("ran longer than {limit} s on {where}").format(limit=f"{ex.time_limit:g}", where=where)
             else:
-                what = tr(f"took more than {budget:g} s for the first {i + 1} cases (stopped on {where})")
-            return self._fail(tr(f"Your function {what} and was stopped. Look for an infinite loop, or "
-                                 "replace Python loops over single numbers with array operations."),
+                what = _("took more than {budget} s for the first {n} cases (stopped on {where})").format(
+                    budget=f"{budget:g}", n=i + 1, where=where)
+            return self._fail(_("Your function {what} and was stopped. Look for an infinite loop, or replace "
+                                "Python loops over single numbers with array operations.").format(what=what),
                               "timeout", case=i, idea_only=True)
         if out.status == "crashed":
             return self._fail(_crash_message(out, where), "crashed", hint=False)
@@ -300,7 +303,7 @@ class Plan:
                               "garbled", hint=False)
         if out.status == "unsendable":
             from ._running import fork_unsafe_reason
-            reason = tr(fork_unsafe_reason() or N_("fork is unavailable"))
+            reason = _(fork_unsafe_reason() or N_("fork is unavailable"))
             return self._fail(_("Your function could not be sent to the separate process the checker runs it in "
                                 "({why}); here the checker cannot fork ({reason}). Keep what your function uses "
                                 "(helper functions, numbers, arrays) in the notebook, and no open files, locks or "
@@ -314,11 +317,11 @@ class Plan:
         if out.status == "raised" and stage != "cases":  # (a case's exception is judged with the others)
             out.value, c = out.raised, ex.perf_case
             if stage == "perf":
-                text = tr(f"Your function passes the small cases but raised {_fmt_exc(out.value)} on a larger "
-                          f"input ({_shapes(c)}).")
+                text = _("Your function passes the small cases but raised {error} on a larger input "
+                         "({shapes}).").format(error=_fmt_exc(out.value), shapes=_shapes(c))
             else:
-                text = tr(f"The values are right, but an extra test failed: your function raised "
-                          f"{_fmt_exc(out.value)}.")
+                text = _("The values are right, but an extra test failed: your function raised {error}."
+                         ).format(error=_fmt_exc(out.value))
             return self._fail(text + _explain_exc(out.value), "raised" if stage == "perf" else "extra")
         return None
 
@@ -335,9 +338,10 @@ class Plan:
                                 "exercise, not yours, so it does not count. Write {exercise} yourself, from the "
                                 "chapter's ideas.").format(name=shown, where=where, exercise=ex.name),
                               "forbidden", mistake="answer_key", hint=False, called=shown)
-        return self._fail(tr(f"Your function calls {shown} (on {where}): that is the library's own answer, and "
-                             f"the exercise is to write {ex.name} yourself, so it does not count. Build it from basic "
-                             "array operations (what the chapter shows) instead of calling a ready-made version."),
+        return self._fail(_("Your function calls {called} (on {where}): that is the library's own answer, and "
+                            "the exercise is to write {name} yourself, so it does not count. Build it from basic "
+                            "array operations (what the chapter shows) instead of calling a ready-made version."
+                            ).format(called=shown, where=where, name=ex.name),
                           "forbidden", mistake="library_shortcut", hint=False, called=shown)
 
     def _take_case(self, i: int, out: _wire.Outcome, req: Request):
@@ -347,11 +351,12 @@ class Plan:
             case = self.cases[i]
             shown = ", ".join([f"<{type(a).__name__}>" for a in case.args] + [f"{k}=..." for k in case.kwargs])
             exc = out.text
-            return self._fail(tr(f"Your function cannot be called the way the checker calls it, {fname}({shown}): {exc}. "
-                                 f"Keep the stub's signature: `{ex.signature()}`."), "signature", hint=False)
+            return self._fail(_("Your function cannot be called the way the checker calls it, {call}: {error}. "
+                                "Keep the stub's signature: `{signature}`.").format(
+                call=f"{fname}({shown})", error=exc, signature=ex.signature()), "signature", hint=False)
         if out.status == "raised" and "not_implemented" in out.raised.kinds and i == 0:
             from ._core import CheckResult
-            return CheckResult(ex.name, "not_attempted", tr("Not attempted yet: the function still raises "
+            return CheckResult(ex.name, "not_attempted", _("Not attempted yet: the function still raises "
                                                             "NotImplementedError. Replace `raise NotImplementedError` with your code."),
                                details={"problem": "not_attempted"})
         ended = self._ended(out, where, req, "cases", i)
@@ -359,25 +364,25 @@ class Plan:
             return ended
         if out.mutated:
             m = next((m for m in ex.mistakes if m.kind == "mutates"), None)
-            msg = (_mistake_text(m) if m else tr("Your function changed its input in place. Work on "
+            msg = (_mistake_text(m) if m else _("Your function changed its input in place. Work on "
                    "a copy (e.g. x = x - m instead of x -= m) so the caller's array is left unchanged."))
-            return self._fail(msg + tr(f" (Seen on {where}.)"), "mutates",
+            return self._fail(msg + _(" (Seen on {where}.)").format(where=where), "mutates",
                               mistake=m.key if m else "mutates_input", hint=False, case=i)
         if out.status == "raised":
             value = out.raised
             self.outcomes.append(("raised", value))
-            self.failures.append((i, tr(f"Your function raised {_fmt_exc(value)} on {where}.") + _explain_exc(value),
+            self.failures.append((i, _("Your function raised {error} on {where}.").format(error=_fmt_exc(value), where=where) + _explain_exc(value),
                                   "raised"))
             return None
         got = _to_numpy(out.value)
         self.outcomes.append(("value", got))
         if got is None:
-            self.failures.append((i, tr(f"Your function returned None on {where}. Did you forget the `return` "
-                                        "statement (in every branch, e.g. with and without a mask)?"), "none"))
+            self.failures.append((i, _("Your function returned None on {where}. Did you forget the `return` "
+                                       "statement (in every branch, e.g. with and without a mask)?").format(where=where), "none"))
             return None
         same, why, problem = _compare(got, self._want(i), ex)
         if not same:
-            self.failures.append((i, tr(f"Wrong result on {where}: {why}."), problem))
+            self.failures.append((i, _("Wrong result on {where}: {why}.").format(where=where, why=why), problem))
         return None
 
     def _want(self, i: int):
@@ -389,7 +394,7 @@ class Plan:
     def _take_perf(self, out: _wire.Outcome, req: Request):
         ex = self.ex
         c = ex.perf_case
-        where = tr(f"a larger input ({_shapes(c)})")
+        where = _("a larger input ({shapes})").format(shapes=_shapes(c))
         ended = self._ended(out, where, req, "perf")
         if ended is not None:
             return ended
@@ -402,14 +407,14 @@ class Plan:
         c = ex.perf_case
         slow = next((m for m in ex.mistakes if m.kind == "slow"), None)
         msg = (_mistake_text(slow) if slow else
-               tr("Correct, but far too slow: use array operations instead of Python loops over numbers."))
-        return self._fail(msg + tr(f" (On inputs {_shapes(c)} it used over {ex.slow_limit:g} s of CPU time; the "
-                                   "reference takes milliseconds.)"), "slow",
+               _("Correct, but far too slow: use array operations instead of Python loops over numbers."))
+        return self._fail(msg + _(" (On inputs {shapes} it used over {limit} s of CPU time; the reference takes "
+                                  "milliseconds.)").format(shapes=_shapes(c), limit=f"{ex.slow_limit:g}"), "slow",
                           mistake=slow.key if slow else "too_slow", hint=False)
 
     def _take_extra(self, out: _wire.Outcome, req: Request):
         ex = self.ex
-        ended = self._ended(out, tr("the extra test's input"), req, "extra")
+        ended = self._ended(out, _("the extra test's input"), req, "extra")
         if ended is not None:
             return ended
         problem = out.extra
@@ -418,7 +423,7 @@ class Plan:
         m = next((m for m in ex.mistakes if m.key == problem), None)
         if m is not None:
             return self._fail(_mistake_text(m), "mistake", mistake=m.key, hint=False)
-        return self._fail(tr(str(problem)), "extra", hint=False)
+        return self._fail(_(str(problem)), "extra", hint=False)
 
     # -- diagnosis
     def _diagnose(self):
@@ -430,8 +435,8 @@ class Plan:
                 return self._fail(_mistake_text(m), "mistake", mistake=m.key, hint=False)
         failures = self.failures
         i, msg, problem = failures[0]
-        tail = (tr(f" {len(failures)} of {len(cases)} cases fail.") if len(failures) > 1 else
-                tr(f" The other {len(cases) - 1} cases pass.") if len(cases) > 1 else "")
+        tail = (_(" {failing} of {n} cases fail.").format(failing=len(failures), n=len(cases)) if len(failures) > 1 else
+                _(" The other {others} cases pass.").format(others=len(cases) - 1) if len(cases) > 1 else "")
         form = problem in ("none", "type", "dtype")  # about the form of the answer, not the idea
         return self._fail(msg + tail, problem, case=i, hint=not form)
 
@@ -453,7 +458,7 @@ class Plan:
 
 def _mistake_text(m) -> str:
     """A catalogued mistake as the checker reports it: its title, then its message."""
-    return join_sentences(tr(m.title), tr(m.message))
+    return join_sentences(_(m.title), _(m.message))
 
 
 def _fmt_exc(exc) -> str:
@@ -500,7 +505,7 @@ def _explain_exc(exc) -> str:
         exc = _wire.Raised.of(exc)
     text = exc.text
     if "recursion" in exc.kinds:
-        return tr(" Your function calls itself without end. In a notebook this often happens when a "
+        return _(" Your function calls itself without end. In a notebook this often happens when a "
                   "helper has the same name as your function (e.g. your softmax calls softmax): rename one. "
                   "(The checker keeps Python's recursion limit while your function runs.)")
     style = _torch_style(exc)
@@ -511,10 +516,10 @@ def _explain_exc(exc) -> str:
                  "first: x = torch.as_tensor(x) (you may return a tensor).").format(name=style)
     if ("Tensor" in text and "ndarray" in text) or (
             "attribute" in exc.kinds and "'numpy.ndarray' object has no attribute" in text):
-        return tr(" The checker passes NumPy arrays. To work in PyTorch, convert first, e.g. "
+        return _(" The checker passes NumPy arrays. To work in PyTorch, convert first, e.g. "
                   "x = torch.as_tensor(x) (you may return a tensor).")
     if "memory" in exc.kinds or "can't allocate memory" in text or "out of memory" in text.lower():
-        return tr(" Your function asked for more memory than the machine has.")
+        return _(" Your function asked for more memory than the machine has.")
     return ""
 
 
@@ -525,17 +530,17 @@ def _crash_message(out: _wire.Outcome, where: str) -> str:
             sig = signal.Signals(how[1]).name
         except ValueError:
             sig = f"signal {how[1]}"
-        why = {"SIGSEGV": "a segmentation fault: usually recursion so deep that the C stack overflows "  # i18n
-                          "(after sys.setrecursionlimit was raised) or a broken C extension call",
-               "SIGKILL": "it was killed from outside, most often because the machine ran out of memory",
-               "SIGABRT": "an abort inside a C library"}.get(sig, "a fatal signal")
-        what = tr(f"was ended by {sig} ({tr(why)})")
+        why = {"SIGSEGV": N_("a segmentation fault: usually recursion so deep that the C stack overflows "
+                             "(after sys.setrecursionlimit was raised) or a broken C extension call"),
+               "SIGKILL": N_("it was killed from outside, most often because the machine ran out of memory"),
+               "SIGABRT": N_("an abort inside a C library")}.get(sig, N_("a fatal signal"))
+        what = _("was ended by {signal} ({why})").format(signal=sig, why=_(why))
     elif how and how[0] == "exit":
-        what = tr(f"exited with status {how[1]} (os._exit or a C library ending the process)")
+        what = _("exited with status {status} (os._exit or a C library ending the process)").format(status=how[1])
     else:
-        what = tr("ended unexpectedly")
-    return tr(f"Your function crashed the separate process the checker ran it in: it {what}, on {where}. "
-              "Your notebook is not affected.")
+        what = _("ended unexpectedly")
+    return _("Your function crashed the separate process the checker ran it in: it {what}, on {where}. "
+             "Your notebook is not affected.").format(what=what, where=where)
 
 
 def _outcome(fn, case) -> tuple[str, Any]:

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ..i18n import N_, _
 from ._core import ATTENTION_SHORTCUTS, Case, Exercise, Mistake, register
 from ._ref import f64
 from ._ref import stable_softmax as softmax
@@ -324,18 +325,18 @@ def _ln_cases(rng):
     m_pow = r(2, 4)
     float_trap = [(125, 5, 5), (156, 6, 5), (216, 6, 6)][r(0, 2)]
     p2 = r(5, 9)
-    grid = [((2, 3), "two tokens, kernel 3"),
-            ((n_even, 3), f"n = {n_even}, kernel 3"),
-            ((n_exact, 5), f"n = {n_exact}, kernel 5: the window covers exactly n"),
-            ((r(20, 200), 2), "kernel 2, one more position per layer"),
-            ((1, r(2, 5)), "a single token: no layer needed"),
-            ((r(10, 80), 3, 3), "kernel 3, dilations 1, 3, 9, …"),
-            (float_trap, "a length where a float logarithm rounds up: the window of exactly 3 layers"),
-            ((5 ** m_pow + 1, 5, 5), "one more than a power of 5, kernel 5, dilations 1, 5, 25, …"),
-            ((r(300, 3000), 3, 3), "a long sequence, kernel 3, dilations 1, 3, 9, …"),
-            ((r(50, 300), 3, 2), "kernel 3, dilations 1, 2, 4, … (base ≠ kernel)"),
-            ((2 ** p2, 2, 2), "a power of 2, kernel 2, dilations 1, 2, 4, … (WaveNet)"),
-            ((r(20, 100), 4, 2), "kernel 4, dilations 1, 2, 4, …")]
+    grid = [((2, 3), N_("two tokens, kernel 3")),
+            ((n_even, 3), _("n = {n}, kernel 3").format(n=n_even)),
+            ((n_exact, 5), _("n = {n}, kernel 5: the window covers exactly n").format(n=n_exact)),
+            ((r(20, 200), 2), N_("kernel 2, one more position per layer")),
+            ((1, r(2, 5)), N_("a single token: no layer needed")),
+            ((r(10, 80), 3, 3), N_("kernel 3, dilations 1, 3, 9, …")),
+            (float_trap, N_("a length where a float logarithm rounds up: the window of exactly 3 layers")),
+            ((5 ** m_pow + 1, 5, 5), N_("one more than a power of 5, kernel 5, dilations 1, 5, 25, …")),
+            ((r(300, 3000), 3, 3), N_("a long sequence, kernel 3, dilations 1, 3, 9, …")),
+            ((r(50, 300), 3, 2), N_("kernel 3, dilations 1, 2, 4, … (base ≠ kernel)")),
+            ((2 ** p2, 2, 2), N_("a power of 2, kernel 2, dilations 1, 2, 4, … (WaveNet)")),
+            ((r(20, 100), 4, 2), N_("kernel 4, dilations 1, 2, 4, …"))]
     return [Case(args[:2], {"dilation_base": args[2]} if len(args) > 2 else {}, label=label)
             for args, label in grid]
 

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ..i18n import N_
 from ._core import ATTENTION_SHORTCUTS, SOFTMAX_SHORTCUTS, Case, Exercise, Mistake, register
 from ._ref import f64 as _f64
 from ._ref import random_mask as _mask
@@ -533,12 +534,12 @@ def _cross_cases(rng):
     k0 = y[0] @ w_k
     x[0] = (rng.uniform(950.0, 1050.0) * 2.0 * k0 / (k0 @ k0)) @ np.linalg.pinv(w_q)  # √d_k = 2
     return [
-        case(3, 5, 6, 6, 4, 2, "L = 3 queries, S = 5 keys, d_x = d_y = 6, d_k = 4, d_v = 2"),
+        case(3, 5, 6, 6, 4, 2, N_("L = 3 queries, S = 5 keys, d_x = d_y = 6, d_k = 4, d_v = 2")),
         case(4, 4, 5, 5, 3, 3, "L = S = 4, d_x = d_y = 5, d_k = d_v = 3"),
         case(2, 6, 4, 4, 4, 5, "L = 2, S = 6, d_x = d_y = d_k = 4, d_v = 5"),
         case(5, 3, 8, 8, 2, 6, "L = 5 > S = 3, d_x = d_y = 8, d_k = 2, d_v = 6"),
-        case(3, 7, 4, 9, 5, 2, "L = 3, S = 7, query side d_x = 4, source side d_y = 9, d_k = 5, d_v = 2"),
-        case(4, 4, 6, 6, 16, 16, "L = S = 4, d_x = d_y = 6, wide heads d_k = d_v = 16", big=3.0),
+        case(3, 7, 4, 9, 5, 2, N_("L = 3, S = 7, query side d_x = 4, source side d_y = 9, d_k = 5, d_v = 2")),
+        case(4, 4, 6, 6, 16, 16, N_("L = S = 4, d_x = d_y = 6, wide heads d_k = d_v = 16"), big=3.0),
         large,
     ]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..i18n import N_
 from ._core import Case, Exercise, Mistake, register
 from ._ref import f64 as _np
 from ._ref import stable_softmax as _softmax
@@ -93,15 +94,15 @@ def _dpv_cases(rng):
     u = lambda lo, hi: float(np.round(rng.uniform(lo, hi), 2))  # noqa: E731 - readable values
     d = lambda lo, hi: int(rng.integers(lo, hi + 1))             # noqa: E731
     same = u(0.5, 2.0)
-    grid = [((d(16, 128), 0.0, 1.0, 0.0, 1.0), "unit-variance components of mean 0"),
-            ((d(8, 32), 0.0, u(1.5, 3.0), 0.0, u(0.2, 0.8)), "mean 0, different standard deviations"),
-            ((d(16, 64), same, same, same, same), "the same mean and standard deviation on both sides"),
-            ((d(4, 16), u(1.0, 3.0), u(0.5, 1.5), 0.0, u(1.0, 3.0)), "q has a mean, k has mean 0"),
+    grid = [((d(16, 128), 0.0, 1.0, 0.0, 1.0), N_("unit-variance components of mean 0")),
+            ((d(8, 32), 0.0, u(1.5, 3.0), 0.0, u(0.2, 0.8)), N_("mean 0, different standard deviations")),
+            ((d(16, 64), same, same, same, same), N_("the same mean and standard deviation on both sides")),
+            ((d(4, 16), u(1.0, 3.0), u(0.5, 1.5), 0.0, u(1.0, 3.0)), N_("q has a mean, k has mean 0")),
             ((d(50, 150), u(0.2, 1.0), u(0.5, 1.5), -u(0.5, 1.5), u(1.0, 3.0)),
-             "means of opposite signs, different standard deviations"),
-            ((d(5, 20), u(0.5, 2.0), 0.0, 0.0, u(0.5, 2.0)), "q is a constant vector, k has mean 0"),
-            ((1, u(1.0, 3.0), 0.0, u(1.0, 3.0), 0.0), "q and k both constant: a single dot product"),
-            ((d(256, 1024), u(0.05, 0.2), u(0.2, 0.5), u(0.1, 0.3), u(0.3, 0.7)), "small means, wide vectors")]
+             N_("means of opposite signs, different standard deviations")),
+            ((d(5, 20), u(0.5, 2.0), 0.0, 0.0, u(0.5, 2.0)), N_("q is a constant vector, k has mean 0")),
+            ((1, u(1.0, 3.0), 0.0, u(1.0, 3.0), 0.0), N_("q and k both constant: a single dot product")),
+            ((d(256, 1024), u(0.05, 0.2), u(0.2, 0.5), u(0.1, 0.3), u(0.3, 0.7)), N_("small means, wide vectors"))]
     return [Case(args, label=label) for args, label in grid]
 
 

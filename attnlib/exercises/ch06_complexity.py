@@ -19,7 +19,7 @@ import tracemalloc
 import numpy as np
 
 from ._core import ATTENTION_SHORTCUTS, Case, Exercise, Mistake, register
-from ..i18n import N_
+from ..i18n import N_, _
 
 __all__ = []  # exercises register themselves; nothing to import from here
 
@@ -307,11 +307,13 @@ def _tiled_memory_check(fn):
         return "query_tiling"
     if grew >= L * S * 8 / 2:
         return "full_score_matrix"
-    return N_(f"Right values, but an intermediate grows with the number of keys: on L = {L}, S = {S}, "
-            f"E = {E} with block_size = {B}, your function needed {grew / 2**20:.1f} MiB more memory, while "
-            f"a block of scores takes L x block_size x 8 bytes = {L * B * 8 / 2**20:.2f} MiB and a copy of k "
-            f"{S * E * 8 / 2**20:.2f} MiB. Keep only one (L, block_size) block of scores at a time, plus "
-            "the running m, l and acc.")
+    # (this runs in the checker's worker, which speaks the notebook's language)
+    return _("Right values, but an intermediate grows with the number of keys: on L = {L}, S = {S}, "
+             "E = {E} with block_size = {B}, your function needed {grew} MiB more memory, while a block "
+             "of scores takes L x block_size x 8 bytes = {block} MiB and a copy of k {copy} MiB. Keep only "
+             "one (L, block_size) block of scores at a time, plus the running m, l and acc.").format(
+        L=L, S=S, E=E, B=B, grew=f"{grew / 2**20:.1f}", block=f"{L * B * 8 / 2**20:.2f}",
+        copy=f"{S * E * 8 / 2**20:.2f}")
 
 
 register(Exercise(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..i18n import N_
 from ._core import Case, Exercise, Mistake, register
 from ._ref import as_np, f64
 from ._ref import stable_log_softmax as log_softmax
@@ -276,11 +277,11 @@ def _repeat_cases(rng):
         logits[np.arange(N)[:, None], np.arange(L - 1), seq[:, 1:]] += rng.uniform(0, 3, (N, L - 1))
         return Case(args=(logits, seq, period), label=label)
 
-    return [case(2, 4, 8, 6, "N = 2, period 4, L = 8, V = 6"),
-            case(3, 5, 12, 9, "N = 3, period 5, L = 12 (more than two copies), V = 9"),
-            case(1, 3, 6, 4, "one sequence, period 3, L = 6, V = 4"),
-            case(4, 6, 12, 10, "N = 4, period 6, L = 12, V = 10"),
-            case(2, 3, 7, 5, "logits near 1000 (exp overflows without the max trick)", level=1000.0)]
+    return [case(2, 4, 8, 6, N_("N = 2, period 4, L = 8, V = 6")),
+            case(3, 5, 12, 9, N_("N = 3, period 5, L = 12 (more than two copies), V = 9")),
+            case(1, 3, 6, 4, N_("one sequence, period 3, L = 6, V = 4")),
+            case(4, 6, 12, 10, N_("N = 4, period 6, L = 12, V = 10")),
+            case(2, 3, 7, 5, N_("logits near 1000 (exp overflows without the max trick)"), level=1000.0)]
 
 
 register(Exercise(
@@ -419,11 +420,11 @@ def _ablate_cases(rng):
         return Case(args=(n((N, h, L, dh)), n((h * dh, h * dh)) / np.sqrt(h * dh), head), label=label)
 
     return [
-        case(2, 4, 5, 3, int(rng.integers(1, 3)), "N = 2, 4 heads of width 3, L = 5, a middle head"),
-        case(1, 2, 3, 4, 0, "one sequence, 2 heads, the first one switched off"),
-        case(3, 3, 4, 2, 2, "N = 3, 3 heads, the last one switched off"),
-        case(2, 6, 7, 2, int(rng.integers(1, 5)), "N = 2, 6 heads of width 2, L = 7"),
-        case(2, 3, 1, 5, int(rng.integers(0, 2)), "a single token, 3 heads"),
+        case(2, 4, 5, 3, int(rng.integers(1, 3)), N_("N = 2, 4 heads of width 3, L = 5, a middle head")),
+        case(1, 2, 3, 4, 0, N_("one sequence, 2 heads, the first one switched off")),
+        case(3, 3, 4, 2, 2, N_("N = 3, 3 heads, the last one switched off")),
+        case(2, 6, 7, 2, int(rng.integers(1, 5)), N_("N = 2, 6 heads of width 2, L = 7")),
+        case(2, 3, 1, 5, int(rng.integers(0, 2)), N_("a single token, 3 heads")),
     ]
 
 

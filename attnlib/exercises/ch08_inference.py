@@ -14,22 +14,12 @@ import math
 
 import numpy as np
 
+from ..i18n import N_
 from ._core import ATTENTION_SHORTCUTS, Case, Exercise, Mistake, register
 from ._ref import f64
 from ._ref import stable_softmax as softmax
-from ..i18n import N_
 
 __all__ = []  # exercises register themselves; nothing to import from here
-
-
-def _library_mistake(key, what, fix, fn, calls):
-    """The mistake of calling the library (recognised by the checker's watch of ``calls``,
-    whatever name reached them); ``fn`` is such an answer, ``fix`` the level-2 text."""
-    return Mistake(key, f"It calls attnlib's own {what}",
-                   f"Your function returns the right values by calling attnlib's {what}, which is the "
-                   "answer this exercise asks you to write: compare the positions of the queries and "
-                   "the keys yourself.",
-                   fn=fn, kind="borrowed", calls=calls, fix=fix)
 
 
 def _al():
@@ -118,10 +108,14 @@ register(Exercise(
                 "tokens (chunked prefill) none of them may see the tokens after it.",
                 fn=lambda L, S: np.ones((L, S), dtype=bool),
                 fix="Allow key j for query i only when j <= i + S - L."),
-        _library_mistake("calls_library", "al.causal_mask(align='lower_right')",
-                         N_("Build it from np.arange(L)[:, None] and np.arange(S)[None, :] instead."),
-                         fn=lambda L, S: _al().causal_mask(L, S, align="lower_right"),
-                         calls=("attnlib.masks:causal_mask(align='lower_right')",)),
+        # the checker's watch of `calls` recognises it, whatever name reached the function
+        Mistake("calls_library", "It calls attnlib's own al.causal_mask(align='lower_right')",
+                "Your function returns the right values by calling attnlib's "
+                "al.causal_mask(align='lower_right'), which is the answer this exercise asks you to "
+                "write: compare the positions of the queries and the keys yourself.",
+                fn=lambda L, S: _al().causal_mask(L, S, align="lower_right"), kind="borrowed",
+                calls=("attnlib.masks:causal_mask(align='lower_right')",),
+                fix="Build it from np.arange(L)[:, None] and np.arange(S)[None, :] instead."),
     ],
     hint="Write the condition for query i and key j first: at which of the S positions does "
          "query i sit when the L queries are the last L? Then evaluate it for all pairs (i, j) at "
@@ -397,16 +391,16 @@ def _decode_cases(rng):
         return Case(args=(n((N, h, 1, d)), n((N, h, 1, d)), n((N, h, 1, d)), n((N, h, S0, d)), n((N, h, S0, d))),
                     label=label)
 
-    large = case(1, 2, 4, 4, "large scores (exp overflows without the max trick)")
+    large = case(1, 2, 4, 4, N_("large scores (exp overflows without the max trick)"))
     q, k, v, kc, vc = large.args
     j = int(rng.integers(0, 4))  # query 0 of head 0 points along cached key j: a score near 1000
     q[0, 0, 0] = rng.uniform(950.0, 1050.0) * 2.0 * kc[0, 0, j] / (kc[0, 0, j] @ kc[0, 0, j])  # √d = 2
     return [
-        case(2, 3, 5, 4, "2 sequences, 3 heads, 5 cached tokens"),
-        case(1, 2, 0, 4, "the first token: an empty cache"),
-        case(1, 2, 1, 3, "one sequence, one cached token"),
-        case(2, 1, 9, 8, "one head, 9 cached tokens"),
-        case(3, 2, 2, 2, "3 sequences, 2 cached tokens"),
+        case(2, 3, 5, 4, N_("2 sequences, 3 heads, 5 cached tokens")),
+        case(1, 2, 0, 4, N_("the first token: an empty cache")),
+        case(1, 2, 1, 3, N_("one sequence, one cached token")),
+        case(2, 1, 9, 8, N_("one head, 9 cached tokens")),
+        case(3, 2, 2, 2, N_("3 sequences, 2 cached tokens")),
         large,
     ]
 

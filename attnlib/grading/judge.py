@@ -29,7 +29,7 @@ from typing import Callable
 from ..exercises import EXERCISES, CheckResult
 from ..exercises import _wire
 from ..exercises._judge import Plan
-from ..i18n import tr
+from ..i18n import _
 
 __all__ = ["grade_exercise", "stub_function", "extra_check_payload", "Transport"]
 
@@ -72,7 +72,7 @@ def _failure(ran: dict) -> _wire.Outcome:
     seconds = ran.get("seconds") if type(ran.get("seconds")) in (int, float) else 0.0
     if status in ("timeout", "cpu", "crashed"):
         return _wire.Outcome.failure(status, how=how, seconds=float(seconds))
-    return _wire.Outcome.failure("garbled", text=tr("the sandbox answered {what}").format(what=str(status)[:40]))
+    return _wire.Outcome.failure("garbled", text=_("the sandbox answered {what}").format(what=str(status)[:40]))
 
 
 def grade_exercise(name: str, call: Transport, *, seed: int | None = None) -> tuple[CheckResult, str]:
@@ -97,7 +97,7 @@ def grade_exercise(name: str, call: Transport, *, seed: int | None = None) -> tu
             envelope["extra"] = extra_check_payload(name)
         ran = call(envelope, req.limit + 30)
         if ran.get("status") == "missing":
-            return CheckResult(name, "not_attempted", tr("No function for this exercise was found in the notebook."),
+            return CheckResult(name, "not_attempted", _("No function for this exercise was found in the notebook."),
                                details={"problem": "missing"}), ""
         if ran.get("status") == "ok" and isinstance(ran.get("reply"), str):
             plan.take(req, ran["reply"])

@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from ..exercises import EXERCISES, CheckResult
-from ..i18n import N_, _, tr
+from ..i18n import N_, _
 from . import course
 from .judge import grade_exercise, stub_function
 from .sandbox import Limits, Sandbox, SandboxError
@@ -93,15 +93,15 @@ def read_notebook(data: bytes) -> tuple[dict | None, str]:
     try:
         nb = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        return None, tr("it is not valid JSON ({error})").format(error=type(exc).__name__)
+        return None, _("it is not valid JSON ({error})").format(error=type(exc).__name__)
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        return None, tr("it is JSON but not a Jupyter notebook (no list of cells)")
+        return None, _("it is JSON but not a Jupyter notebook (no list of cells)")
     for cell in nb["cells"]:
         if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
-            return None, tr("a cell of it is not a Jupyter cell")
+            return None, _("a cell of it is not a Jupyter cell")
         src = cell.get("source", "")
         if not (isinstance(src, str) or (isinstance(src, list) and all(isinstance(s, str) for s in src))):
-            return None, tr("a cell's source is not text")
+            return None, _("a cell's source is not text")
     return nb, ""
 
 
@@ -173,15 +173,15 @@ def grade_notebook(sub: Submission, *, staging: pathlib.Path, slot: int, limits:
     g = NotebookGrade(sub.student, sub.source)
     step = on_step or (lambda text: None)
     if sub.problem:
-        g.problem = {"too_large": tr("the file is larger than 50 MB")}.get(sub.problem, sub.problem)
+        g.problem = {"too_large": _("the file is larger than 50 MB")}.get(sub.problem, sub.problem)
         return g
     nb, why = read_notebook(sub.data)
     if nb is None:
-        g.problem = tr("The file could not be graded: {why}.").format(why=why)
+        g.problem = _("The file could not be graded: {why}.").format(why=why)
         return g
     g.chapter = chapter or detect_chapter(nb, sub.source)
     if not g.chapter:
-        g.problem = tr("The chapter of this notebook could not be told (no attnlib metadata, no check() of a "
+        g.problem = _("The chapter of this notebook could not be told (no attnlib metadata, no check() of a "
                        "known exercise, no chapter in its file name): grade it with --chapter.")
         return g
     names = course.exercises_of(g.chapter)
@@ -208,7 +208,7 @@ def grade_notebook(sub: Submission, *, staging: pathlib.Path, slot: int, limits:
         except SandboxError as exc:
             for n in names:
                 g.exercises[n] = ExerciseGrade(n, "timed_out" if exc.kind == "timeout" else "error",
-                                               tr(_WHY[exc.kind]).format(seconds=f"{limits.wall:g}"))
+                                               _(_WHY[exc.kind]).format(seconds=f"{limits.wall:g}"))
             g.problem = g.exercises[names[0]].message if names else str(exc)
             done = None
         if done is not None:
@@ -225,10 +225,10 @@ def grade_notebook(sub: Submission, *, staging: pathlib.Path, slot: int, limits:
                 how = found.get(n) if found.get(n) in ("check", "global") else None
                 if broken is not None:
                     g.exercises[n] = ExerciseGrade(n, "timed_out" if broken == "timeout" else "error",
-                                                   tr(_WHY[broken]).format(seconds=f"{limits.wall:g}"), found=how)
+                                                   _(_WHY[broken]).format(seconds=f"{limits.wall:g}"), found=how)
                     continue
                 if how is None:
-                    g.exercises[n] = ExerciseGrade(n, "not_attempted", tr(
+                    g.exercises[n] = ExerciseGrade(n, "not_attempted", _(
                         "Not attempted: the notebook defines no function {fn} and passes none to "
                         "check({name}, ...).").format(fn=stub_function(n), name=repr(n)))
                     continue
@@ -248,9 +248,9 @@ def grade_notebook(sub: Submission, *, staging: pathlib.Path, slot: int, limits:
                 except SandboxError as exc:
                     broken = exc.kind
                     g.exercises[n] = ExerciseGrade(n, "timed_out" if exc.kind == "timeout" else "error",
-                                                   tr(_WHY[exc.kind]).format(seconds=f"{limits.wall:g}"), found=how)
+                                                   _(_WHY[exc.kind]).format(seconds=f"{limits.wall:g}"), found=how)
                 except (ValueError, TypeError, KeyError) as exc:  # WireError and malformed replies
-                    g.exercises[n] = ExerciseGrade(n, "error", tr(
+                    g.exercises[n] = ExerciseGrade(n, "error", _(
                         "The notebook's answers for this exercise could not be read ({error}).").format(
                         error=type(exc).__name__), found=how)
             if broken is None:

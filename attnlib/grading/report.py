@@ -20,7 +20,7 @@ import json
 import pathlib
 
 from ..exercises import EXERCISES
-from ..i18n import N_, _, get_language, tr
+from ..i18n import N_, _, get_language
 from .notebook import STATUSES, NotebookGrade
 
 __all__ = ["write_csv", "write_json", "write_html", "exercise_columns", "question_columns"]
@@ -101,7 +101,7 @@ def _stacked_bars(rows: list[tuple[str, dict]], total: int) -> str:
                 continue
             w = bar_w * n / total
             out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{h - 6}" fill="{COLOURS[st]}">'
-                       f'<title>{_esc(tr(LABELS[st]))}: {n}</title></rect>')
+                       f'<title>{_esc(_(LABELS[st]))}: {n}</title></rect>')
             x += w
         pct = 100 * counts.get("passed", 0) / total if total else 0
         out.append(f'<text x="{label_w + bar_w + 6}" y="{y + 14}" font-size="12">{pct:.0f}%</text>')
@@ -109,8 +109,8 @@ def _stacked_bars(rows: list[tuple[str, dict]], total: int) -> str:
     x = label_w
     for st in STATUSES:
         out.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{COLOURS[st]}"/>'
-                   f'<text x="{x + 14}" y="{y + 9}" font-size="11">{_esc(tr(LABELS[st]))}</text>')
-        x += 14 + _text_width(tr(LABELS[st])) + 18
+                   f'<text x="{x + 14}" y="{y + 9}" font-size="11">{_esc(_(LABELS[st]))}</text>')
+        x += 14 + _text_width(_(LABELS[st])) + 18
     out.append("</svg>")
     return "".join(out)
 
@@ -151,7 +151,7 @@ th{background:#f6f8fa;text-align:left}.st{font-weight:600;white-space:nowrap}
 
 def _status_cell(grade) -> str:
     st = grade.status
-    text = grade.mistake if (st == "failed" and grade.mistake) else tr(LABELS[st])
+    text = grade.mistake if (st == "failed" and grade.mistake) else _(LABELS[st])
     return (f'<td class="st" style="color:{COLOURS[st]}" title="{_esc(grade.message)}">'
             f'{ICONS[st]} {_esc(text)}</td>')
 
@@ -165,10 +165,11 @@ def write_html(grades: list[NotebookGrade], path: pathlib.Path, meta: dict) -> N
     many = len({c for c, _ in qs}) > 1
     n = len(grades)
     graded = [g for g in grades if not g.problem or g.exercises]
+    title = _esc(meta.get("title") or _("Grades"))
     parts = [f'<!DOCTYPE html><html lang="{"zh-CN" if lang == "zh" else "en"}"><head><meta charset="utf-8">'
              f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-             f'<title>{_esc(meta.get("title") or _("Grades"))}</title><style>{_CSS}</style></head><body>']
-    parts.append(f'<h1>{_esc(meta.get("title") or _("Grades"))}</h1>')
+             f'<title>{title}</title><style>{_CSS}</style></head><body>']
+    parts.append(f'<h1>{title}</h1>')
     parts.append('<p class="note">' + _esc(_(
         "{n} notebooks, graded on {date} in {seconds} s ({jobs} at a time). Every exercise was graded by "
         "running the student's function on new cases in a sandbox and checking it with the course's "
@@ -178,7 +179,7 @@ def write_html(grades: list[NotebookGrade], path: pathlib.Path, meta: dict) -> N
     missing = meta.get("isolation") or []
     if missing:
         parts.append('<div class="warn"><b>' + _esc(_("Isolation missing on this machine:")) + "</b><ul>"
-                     + "".join(f"<li>{_esc(tr(m))}</li>" for m in missing) + "</ul></div>")
+                     + "".join(f"<li>{_esc(_(m))}</li>" for m in missing) + "</ul></div>")
     left = [g for g in grades if g.survivors]
     if left:
         parts.append('<div class="bad">' + _esc(_(
@@ -186,7 +187,7 @@ def write_html(grades: list[NotebookGrade], path: pathlib.Path, meta: dict) -> N
         ).format(students=", ".join(g.student for g in left))) + "</div>")
 
     # ---- pass rates
-    parts.append(f"<h2>{_esc(_('Exercises'))}</h2>")
+    parts.append("<h2>" + _esc(_("Exercises")) + "</h2>")
     rows = []
     for name in exs:
         counts = {st: sum(1 for g in grades if name in g.exercises and g.exercises[name].status == st)
@@ -196,7 +197,7 @@ def write_html(grades: list[NotebookGrade], path: pathlib.Path, meta: dict) -> N
     if rows:
         parts.append(_stacked_bars(rows, total))
         parts.append("<table><tr><th>" + "</th><th>".join(_esc(x) for x in (
-            _("exercise"), *[tr(LABELS[s]) for s in STATUSES], _("pass rate"))) + "</th></tr>")
+            _("exercise"), *[_(LABELS[s]) for s in STATUSES], _("pass rate"))) + "</th></tr>")
         for name, counts in rows:
             t = sum(counts.values())
             parts.append(f"<tr><td><code>{_esc(name)}</code></td>"
@@ -205,7 +206,7 @@ def write_html(grades: list[NotebookGrade], path: pathlib.Path, meta: dict) -> N
         parts.append("</table>")
 
     # ---- named mistakes
-    parts.append(f"<h2>{_esc(_('Mistakes the checker named'))}</h2>")
+    parts.append("<h2>" + _esc(_("Mistakes the checker named")) + "</h2>")
     mistakes: dict[tuple[str, str], list[str]] = {}
     for g in grades:
         for name, eg in g.exercises.items():
@@ -226,11 +227,11 @@ def write_html(grades: list[NotebookGrade], path: pathlib.Path, meta: dict) -> N
                          f"<td>{len(who)}: {_esc(', '.join(who))}</td></tr>")
         parts.append("</table>")
     else:
-        parts.append(f"<p>{_esc(_('No catalogued mistake was found in these notebooks.'))}</p>")
+        parts.append("<p>" + _esc(_("No catalogued mistake was found in these notebooks.")) + "</p>")
 
     # ---- questions
     if qs:
-        parts.append(f"<h2>{_esc(_('Concept questions'))}</h2><table><tr><th>"
+        parts.append("<h2>" + _esc(_("Concept questions")) + "</h2><table><tr><th>"
                      + "</th><th>".join(_esc(x) for x in (_("question"), _("right answer"), _("correct"), _("answers given")))
                      + "</th></tr>")
         for c, q in qs:
@@ -246,7 +247,7 @@ def write_html(grades: list[NotebookGrade], path: pathlib.Path, meta: dict) -> N
         parts.append("</table>")
 
     # ---- students
-    parts.append(f"<h2>{_esc(_('Students'))}</h2>")
+    parts.append("<h2>" + _esc(_("Students")) + "</h2>")
     parts.append("<table><tr><th>" + "</th><th>".join(
         [_esc(_("student")), _esc(_("passed"))] + [f"<code>{_esc(e)}</code>" for e in exs]
         + [_esc(_qname(c, q, many)) for c, q in qs]) + "</th></tr>")
@@ -265,25 +266,26 @@ def write_html(grades: list[NotebookGrade], path: pathlib.Path, meta: dict) -> N
     parts.append("</table>")
 
     # ---- each student's messages
-    parts.append(f"<h2>{_esc(_('What the checker said, per student'))}</h2>")
+    parts.append("<h2>" + _esc(_("What the checker said, per student")) + "</h2>")
     for g in grades:
         parts.append(f'<details class="student"><summary><b>{_esc(g.student)}</b> '
                      f'<span class="note">{_esc(g.source)} · {_esc(g.chapter)} · {g.seconds:.1f} s</span></summary>')
         if g.problem:
             parts.append(f'<div class="bad">{_esc(g.problem)}</div>')
         for name, eg in g.exercises.items():
-            label = eg.mistake if (eg.status == "failed" and eg.mistake) else tr(LABELS[eg.status])
+            label = eg.mistake if (eg.status == "failed" and eg.mistake) else _(LABELS[eg.status])
             parts.append(f'<div><span class="st" style="color:{COLOURS[eg.status]}">{ICONS[eg.status]} '
                          f'<code>{_esc(name)}</code>: {_esc(label)}</span>'
                          f'<div class="msg">{_esc(eg.message)}</div>'
-                         + (f'<div class="msg">{_esc(_("Hint: {hint}").format(hint=eg.hint))}</div>' if eg.hint else "")
-                         + (f'<div class="msg note">{_esc(_("It printed:"))} {_esc(eg.printed[:500])}</div>'
+                         + ('<div class="msg">' + _esc(_("Hint: {hint}").format(hint=eg.hint)) + "</div>"
+                            if eg.hint else "")
+                         + ('<div class="msg note">' + _esc(_("It printed:")) + f" {_esc(eg.printed[:500])}</div>"
                             if eg.printed else "") + "</div>")
         if g.cell_errors or g.cell_timeouts:
             items = [_("code cell {i}: {error}").format(i=e.get("cell", "?"), error=str(e.get("error", ""))[:300])
                      for e in g.cell_errors]
             items += [_("code cell {i}: stopped after the time limit of a cell").format(i=i) for i in g.cell_timeouts]
-            parts.append(f'<div class="note">{_esc(_("Cells that failed when the notebook ran:"))}<ul>'
+            parts.append('<div class="note">' + _esc(_("Cells that failed when the notebook ran:")) + "<ul>"
                          + "".join(f"<li>{_esc(t)}</li>" for t in items[:20]) + "</ul></div>")
         parts.append("</details>")
     parts.append("</body></html>")
@@ -300,7 +302,7 @@ def _mistake(name: str, key: str):
 def _mistake_title(name: str, key: str) -> str:
     m = _mistake(name, key)
     if m is not None:
-        return tr(m.title)
+        return _(m.title)
     return {"library_shortcut": _("calls the library's own answer"),
             "mutates_input": _("changes its input in place"),
             "too_slow": _("correct but far too slow")}.get(key, key)
@@ -308,4 +310,4 @@ def _mistake_title(name: str, key: str) -> str:
 
 def _mistake_message(name: str, key: str) -> str:
     m = _mistake(name, key)
-    return tr(m.message) if m is not None else ""
+    return _(m.message) if m is not None else ""
