@@ -2,13 +2,17 @@
 
 Catalogues: ``locales/zh_CN/LC_MESSAGES/`` (the book's prose, one per page) and
 ``attnlib/locales/zh_CN/LC_MESSAGES/`` (what attnlib and the chapters' code show). Every
-message is translated and none is fuzzy (``msgfmt --statistics``); the catalogues hold
-every message the current sources have (a changed chapter fails here, naming the new
-entries, until ``make update-po`` and a translation); translations keep maths, code,
-links and tags, and use the glossary's terms (``tools/i18n_check.py``, terms.yml).
+message is translated and none is fuzzy, with the same ``{fields}`` (``msgfmt --check
+--statistics``); the catalogues hold every message the current sources have (Babel's
+extraction: a changed message fails here, naming it, until ``make update-po`` and a
+translation); translations keep maths, code, links and tags, and use the glossary's terms
+(``tools/i18n_check.py``, terms.yml). attnlib marks its messages the gettext way, never
+on an f-string.
 """
 from __future__ import annotations
 
+import ast
+import io
 import os
 import pathlib
 import re
@@ -19,6 +23,7 @@ import warnings
 
 import pytest
 import yaml
+from babel.messages.pofile import read_po
 
 import attnlib as al
 from attnlib import i18n
@@ -64,9 +69,9 @@ def test_msgfmt_every_message_translated_none_fuzzy(po):
         pytest.fail("msgfmt not found: run `make gettext-tools` (Debian's gettext package)")
     r = subprocess.run([msgfmt, "--check", "--statistics", "-o", os.devnull, str(po)],
                        capture_output=True, text=True)
-    entries = i18n.read_po(po)
-    untranslated = [e["msgid"][:70] for e in entries if not e.get("msgstr")]
-    fuzzy = [e["msgid"][:70] for e in entries if "fuzzy" in e["flags"]]
+    entries = [m for m in _read(po) if m.id]
+    untranslated = [m.id[:70] for m in entries if not m.string]
+    fuzzy = [m.id[:70] for m in entries if m.fuzzy]
     assert r.returncode == 0, f"msgfmt --check failed on {_id(po)}:\n{r.stderr}"
     stats = r.stderr.strip().splitlines()[-1]
     assert re.fullmatch(r"\d+ translated messages?\.", stats) and not untranslated and not fuzzy, (
@@ -81,19 +86,25 @@ def test_translations_keep_maths_code_links_and_use_the_glossary(po):
     assert not problems, "\n".join(problems)
 
 
+def _read(po: pathlib.Path):
+    with open(po, "rb") as f:
+        return read_po(f)
+
+
 def _msgids(po: pathlib.Path) -> set[str]:
-    return {e["msgid"] for e in i18n.read_po(po)}
+    return {m.id for m in _read(po) if m.id}
 
 
 def test_attnlib_catalogues_hold_every_message_the_code_shows():
     """The messages extracted from attnlib and the chapters' code cells, now, are all in
     the catalogues; and the catalogues hold nothing the code no longer shows."""
     problems = []
-    for domain, messages in i18n_extract.collect().items():
+    for domain, catalog in i18n_extract.collect().items():
         po = CODE_PO / f"{domain}.po"
         have = _msgids(po) if po.is_file() else set()
-        new = sorted(set(messages) - have)
-        stale = sorted(have - set(messages))
+        messages = {m.id for m in catalog if m.id}
+        new = sorted(messages - have)
+        stale = sorted(have - messages)
         if new:
             problems.append(f"{domain}.po lacks {len(new)} new messages, e.g. {new[:3]}")
         if stale:
@@ -140,10 +151,10 @@ def test_the_erratum_is_corrected_in_chinese():
     English says equivariant (chapter 5, the misconceptions page)."""
     found = 0
     for po in (BOOK_PO / "chapters" / "05_multihead.po", BOOK_PO / "appendix" / "misconceptions.po"):
-        for e in i18n.read_po(po):
-            if re.search(r"equivarian", i18n_check.prose(e["msgid"]), re.I):  # not in a link target
+        for m in _read(po):
+            if m.id and re.search(r"equivarian", i18n_check.prose(m.id), re.I):  # not in a link target
                 found += 1
-                assert "等变" in e["msgstr"], e["msgstr"]
+                assert "等变" in m.string, m.string
     assert found >= 3
 
 
@@ -151,16 +162,14 @@ def test_the_checker_catches_what_it_should():
     """tools/i18n_check.py is not vacuous: it flags a changed formula, a lost code span, an
     untranslated sentence, a wrong term and a forbidden variant."""
     terms = i18n_check.load_terms()
-    good = {"msgid": "The causal mask hides keys $j > i$; see `al.causal_mask`.",
-            "msgstr": "因果掩码屏蔽 $j > i$ 的键；见 `al.causal_mask`。", "flags": set()}
-    assert i18n_check.check_entry(good, terms) == []
+    msgid = "The causal mask hides keys $j > i$; see `al.causal_mask`."
+    assert i18n_check.check_entry(msgid, "因果掩码屏蔽 $j > i$ 的键；见 `al.causal_mask`。", terms) == []
     for bad in ("因果掩码屏蔽 $j>i$ 的键；见 `al.causal_mask`。",
                 "因果掩码屏蔽 $j > i$ 的键。",
                 "The causal mask hides keys $j > i$; see `al.causal_mask`.",
                 "因果遮罩屏蔽 $j > i$ 的键；见 `al.causal_mask`。",
                 "屏蔽 $j > i$ 的键；见 `al.causal_mask`。"):
-        assert i18n_check.check_entry(dict(good, msgstr=bad), terms), bad
-    assert i18n_check.check_entry(dict(good, flags={"fuzzy"}), terms)
+        assert i18n_check.check_entry(msgid, bad, terms), bad
 
 
 # ------------------------------------------------------------------ attnlib's language switch
@@ -184,6 +193,9 @@ msgstr "前一个 token"
 msgid "head {i}: {name}"
 msgstr "头 {i}：{name}"
 
+msgid "Question."
+msgstr "问题。"
+
 #, fuzzy
 msgid "Correct."
 msgstr "对。"
@@ -205,14 +217,28 @@ def test_english_is_the_text_itself():
     assert al.tr("Not quite.") == "Not quite." and al.get_language() == "en"
 
 
-def test_chinese_exact_template_and_nested_values(tiny_catalogue, monkeypatch):
-    monkeypatch.delenv("ATTNLIB_I18N_STRICT", raising=False)
+def test_chinese_is_an_exact_lookup_and_a_template_is_filled_after_it(tiny_catalogue, monkeypatch):
+    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "1")
     al.set_language("zh")
     assert al.tr("Not quite.") == "不对。"
     assert al.tr("multi\nline") == "多\n行"
-    assert al.tr("head 3: previous token") == "头 3：前一个 token"   # template; value translated
-    assert al.tr("head 12: x") == "头 12：x"
+    # the gettext idiom: the template is looked up, then filled in; a word filled in is
+    # translated where it is defined (N_) and shown (_)
+    word = i18n.N_("previous token")
+    assert i18n._("head {i}: {name}").format(i=3, name=i18n._(word)) == "头 3：前一个 token"
     assert al.tr("1.25 (3, 4)") == "1.25 (3, 4)"                    # nothing to translate
+    # text already formatted in English is not matched back against a template
+    with pytest.raises(i18n.MissingTranslation, match="head 3: x"):
+        al.tr("head 3: x")
+
+
+def test_text_already_in_chinese_passes_unchanged_and_is_not_reported(tiny_catalogue, monkeypatch):
+    """A Chinese notebook's own quiz or figure title is Chinese already: no lookup, no warning."""
+    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "1")
+    al.set_language("zh")
+    for text in ("头 3：x 的注意力分数", "QKᵀ 是对称的。", "问题。"):
+        assert al.tr(text) == text
+    assert al.tr("Question.") == "问题。"
 
 
 def test_a_missing_or_fuzzy_translation_is_never_silent(tiny_catalogue, monkeypatch):
@@ -306,27 +332,6 @@ print("printed text is not collected")
                      "Not so.": False}, found
 
 
-def test_a_more_specific_template_wins(tiny_catalogue, monkeypatch):
-    """"expected {a}, got a single number" must beat "expected {a}, got {b}"."""
-    folder = i18n.LOCALES / "zh_CN" / "LC_MESSAGES"
-    (folder / "u.po").write_text('''msgid ""
-msgstr ""
-
-#, python-brace-format
-msgid "expected {want}, got {got}"
-msgstr "应为 {want}，得到 {got}"
-
-#, python-brace-format
-msgid "expected {want}, got a single number"
-msgstr "应为 {want}，得到的却是单个数"
-''', encoding="utf-8")
-    i18n.reload()
-    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "1")
-    al.set_language("zh")
-    assert al.tr("expected (3, 4), got a single number") == "应为 (3, 4)，得到的却是单个数"
-    assert al.tr("expected (3, 4), got (4, 3)") == "应为 (3, 4)，得到 (4, 3)"
-
-
 @pytest.mark.system  # a CJK font (Debian's fonts-wqy-microhei)
 @pytest.mark.filterwarnings("error:Glyph:UserWarning")  # a CJK font draws the Chinese
 def test_a_figure_redrawn_after_ax_clear_is_translated_again(monkeypatch):
@@ -375,3 +380,86 @@ def test_tick_labels_given_as_text_are_translated_when_catalogued(monkeypatch):
         plt.close(fig)
     finally:
         al.set_language("en")
+
+
+# ------------------------------------------------------------------ attnlib's messages
+
+def _marked_calls(tree):
+    """Every call of ``_``, ``N_`` or ``tr`` in a module: (node, first argument)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Name) \
+                and node.func.id in ("_", "N_", "tr"):
+            yield node, node.args[0]
+
+
+ATTNLIB_SOURCES = sorted((ROOT / "attnlib").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", ATTNLIB_SOURCES, ids=_id)
+def test_no_translation_call_on_an_f_string(path):
+    """``tr(f"...")`` formats first and leaves nothing to look up: write
+    ``_("... {name} ...").format(name=...)`` (README, 'Translating')."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bad = [f"line {node.lineno}: {ast.unparse(node)[:90]}" for node, arg in _marked_calls(tree)
+           if isinstance(arg, ast.JoinedStr) or (isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Mod))]
+    assert not bad, "\n".join(bad)
+
+
+def test_every_message_attnlib_marks_is_extracted_by_babel():
+    """Each literal that attnlib passes to ``_``, ``N_`` or ``tr`` (found by parsing the code,
+    also inside an f-string, where Babel cannot see it) is in Babel's extraction."""
+    extracted = {m.id for catalog in i18n_extract.from_package().values() for m in catalog if m.id}
+    missing = []
+    for path in ATTNLIB_SOURCES:
+        for node, arg in _marked_calls(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and re.search("[A-Za-z]{2}", arg.value) \
+                    and arg.value not in extracted:
+                missing.append(f"{_id(path)}:{node.lineno}: {arg.value[:70]!r}")
+    assert not missing, ("not extracted (a _() inside an f-string? assign it to a name first):\n"
+                         + "\n".join(missing))
+
+
+def test_every_exercise_text_the_checker_shows_is_extracted(monkeypatch):
+    """What the registered exercises show (prompts, hint ladders, mistake titles, messages and
+    fixes) is in Babel's extraction, and the labels of their cases (built for two seeds, in
+    Chinese) are all translated: a field written some other way than a string literal must
+    be marked with N_() where it is built, or built with _().format()."""
+    import numpy as np
+
+    from attnlib.exercises import EXERCISES
+    from attnlib.exercises._hints import shown_part_of_hint
+
+    extracted = {m.id for catalog in i18n_extract.from_package().values() for m in catalog if m.id}
+    missing = []
+    for ex in EXERCISES.values():
+        texts = [ex.prompt, *ex.hints, shown_part_of_hint(ex.hint)]
+        texts += [t for m in ex.mistakes for t in (m.title, m.message, m.fix)]
+        missing += [f"{ex.name}: {t[:70]!r}" for t in texts
+                    if t and re.search("[A-Za-z]{2}", t) and t not in extracted]
+    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "1")
+    i18n._state["lang"] = "zh"  # (what set_language does, without loading fonts)
+    try:
+        for ex in EXERCISES.values():
+            for seed in (0, 1):
+                for case in ex.cases(np.random.default_rng(seed)):
+                    try:
+                        i18n.tr(case.label)
+                    except i18n.MissingTranslation:
+                        missing.append(f"{ex.name}: case label {case.label!r}")
+    finally:
+        i18n._state["lang"] = "en"
+    assert len(EXERCISES) >= 20
+    assert not missing, "\n".join(sorted(set(missing)))
+
+
+def test_the_exercise_extractor_reads_the_catalogue_fields():
+    source = b'''
+Exercise(name="x", prompt="Compute it.", hint="Think first. Then return np.exp(x).",
+         hints=("Step one.", "Step two."),
+         mistakes=[Mistake("k", "A title", "A message.", fix="A fix.")])
+Case((1,), label="one token")
+Case((2,), label=label)
+'''
+    found = {m for _l, _f, m, _c in i18n_extract.extract_exercises(io.BytesIO(source), (), (), {})}
+    assert found == {"Compute it.", "Think first.", "Step one.", "Step two.", "A title", "A message.",
+                     "A fix.", "one token"}, found

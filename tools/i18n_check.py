@@ -1,15 +1,14 @@
-"""Check translated catalogues: complete, faithful markup, the glossary's terms.
+"""Check what no library checks in the translated catalogues: markup kept, the glossary's terms.
 
     python tools/i18n_check.py [FILE.po ...]   # default: every Chinese catalogue
 
-For every entry of a ``.po`` file it reports (``file:line: problem``):
+Untranslated and fuzzy entries and ``{field}``s that differ are msgfmt's job
+(``msgfmt --check --statistics FILE.po``). For every translated entry this reports
+(``file:line: problem``):
 
-- a message that is untranslated or fuzzy (it also names new entries after a
-  ``sphinx-intl update``);
 - maths (``$...$``, ``$$...$$``), inline code, link targets, MyST roles and HTML tags
   that differ between the English and the Chinese (formulas and code stay unchanged);
-- ``{field}`` names that differ in a ``python-brace-format`` message (attnlib's f-string
-  templates);
+- a translation that Sphinx would read as a list item, heading or quote;
 - an English sentence copied unchanged instead of translated;
 - the terminology of ``locales/zh_CN/terms.yml``: a required Chinese term missing, a
   forbidden variant used.
@@ -24,10 +23,9 @@ import re
 import sys
 
 import yaml
+from babel.messages.pofile import read_po
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from attnlib.i18n import read_po  # noqa: E402  (the same reader attnlib uses at run time)
 
 CATALOGUES = [ROOT / "locales" / "zh_CN" / "LC_MESSAGES", ROOT / "attnlib" / "locales" / "zh_CN" / "LC_MESSAGES"]
 TERMS = ROOT / "locales" / "zh_CN" / "terms.yml"
@@ -40,7 +38,6 @@ _BLOCK_START = re.compile(r"^\s*(?:\d+[.)]|[-*+>]|#{1,6})\s")
 _CODE = re.compile(r"``[^`]+``|`[^`]+`")
 _LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 _TAG = re.compile(r"</?[a-zA-Z][a-zA-Z0-9]*\b[^<>]*>")
-_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _WORD = re.compile(r"[A-Za-z]{3,}")
 
@@ -78,12 +75,10 @@ def load_terms() -> dict:
     return yaml.safe_load(TERMS.read_text(encoding="utf-8"))
 
 
-def check_entry(entry: dict, terms: dict, glossary: bool = False) -> list[str]:
-    msgid, msgstr = entry["msgid"], entry.get("msgstr", "")
+def check_entry(msgid: str, msgstr: str, terms: dict, glossary: bool = False) -> list[str]:
+    """The problems of one translation (none for an empty one: msgfmt reports those)."""
     if not msgstr:
-        return ["not translated"]
-    if "fuzzy" in entry["flags"]:
-        return ["fuzzy: the English changed; review the translation, then remove the '#, fuzzy' line"]
+        return []
     problems = []
     before, after = markup(msgid), markup(msgstr)
     if before != after:
@@ -93,10 +88,6 @@ def check_entry(entry: dict, terms: dict, glossary: bool = False) -> list[str]:
     if _BLOCK_START.match(msgstr) and not msgid.lstrip().startswith("<"):
         problems.append("starts like a list item, heading or quote, so Sphinx would not use it: "
                         "escape the marker (1\\. ..., \\- ...)")
-    if "python-brace-format" in entry["flags"]:
-        a, b = set(_FIELD.findall(msgid)), set(_FIELD.findall(msgstr))
-        if a != b:
-            problems.append(f"fields differ: the English has {sorted(a)}, the translation {sorted(b)}")
     english = prose(msgid)
     words = _WORD.findall(english)
     display_math = "$" not in msgid and re.search(r"\\[a-zA-Z]+", msgid) and msgstr == msgid
@@ -116,28 +107,16 @@ def check_entry(entry: dict, terms: dict, glossary: bool = False) -> list[str]:
     return problems
 
 
-def _line_of(path: pathlib.Path, msgid: str) -> int:
-    """The line of ``msgid``'s entry (a long msgid is wrapped over several lines)."""
-    first = next((line for line in msgid.split("\n") if line.strip()), "")[:20]
-    needle = first.replace("\\", "\\\\").replace('"', '\\"')
-    current = 0
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.startswith("msgid"):
-            current = i
-        if current and needle and needle in line and not line.startswith(("msgstr", "#")):
-            return current
-    return 0
-
-
 def check_file(path: pathlib.Path, terms: dict | None = None) -> list[str]:
     terms = terms if terms is not None else load_terms()
     out = []
-    glossary = path.name == "glossary.po"
-    for entry in read_po(path):
-        for problem in check_entry(entry, terms, glossary):
-            short = entry["msgid"].replace("\n", " ")
+    with open(path, "rb") as f:
+        catalog = read_po(f)
+    for m in catalog:
+        for problem in check_entry(m.id, m.string, terms, path.name == "glossary.po") if m.id else ():
+            short = m.id.replace("\n", " ")
             short = short if len(short) <= 70 else short[:67] + "..."
-            out.append(f"{path.relative_to(ROOT)}:{_line_of(path, entry['msgid'])}: {problem}  [{short}]")
+            out.append(f"{path.relative_to(ROOT)}:{m.lineno}: {problem}  [{short}]")
     return out
 
 
