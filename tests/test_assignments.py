@@ -17,7 +17,7 @@ import pytest
 
 from attnlib import assignments
 from attnlib.grading import course
-from attnlib.i18n import read_po, set_language, tr
+from attnlib.i18n import set_language, tr, translations
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTERS = course.chapters(ROOT / "chapters")
@@ -71,8 +71,7 @@ def _needles(path: pathlib.Path, lang: str) -> list[str]:
                         if len(line.strip()) >= 12 and _squash(line) not in visible]  # compared as the search is
     answers = _answer_blocks(path)
     if lang == "zh":
-        po = {e["msgid"]: e["msgstr"] for e in read_po(ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters"
-                                                        / f"{path.stem}.po")}
+        po = translations(ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters" / f"{path.stem}.po")
         answers = [po[a] for a in answers]
     needles += answers
     set_language(lang)
