@@ -282,9 +282,12 @@ def write_html(grades: list[NotebookGrade], path: pathlib.Path, meta: dict) -> N
                          + ('<div class="msg note">' + _esc(_("It printed:")) + f" {_esc(eg.printed[:500])}</div>"
                             if eg.printed else "") + "</div>")
         if g.cell_errors or g.cell_timeouts:
-            items = [_("code cell {i}: {error}").format(i=e.get("cell", "?"), error=str(e.get("error", ""))[:300])
-                     for e in g.cell_errors]
-            items += [_("code cell {i}: stopped after the time limit of a cell").format(i=i) for i in g.cell_timeouts]
+            # the runner counts the notebook's code cells from 0; a teacher counts them from 1
+            items = [_("code cell {n} (counting from 1): {error}").format(
+                n=e["cell"] + 1 if isinstance(e.get("cell"), int) else "?", error=str(e.get("error", ""))[:300])
+                for e in g.cell_errors]
+            items += [_("code cell {n} (counting from 1): stopped after the time limit of a cell").format(n=i + 1)
+                      for i in g.cell_timeouts]
             parts.append('<div class="note">' + _esc(_("Cells that failed when the notebook ran:")) + "<ul>"
                          + "".join(f"<li>{_esc(t)}</li>" for t in items[:20]) + "</ul></div>")
         parts.append("</details>")
