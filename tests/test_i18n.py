@@ -162,14 +162,15 @@ def test_the_checker_catches_what_it_should():
     """tools/i18n_check.py is not vacuous: it flags a changed formula, a lost code span, an
     untranslated sentence, a wrong term and a forbidden variant."""
     terms = i18n_check.load_terms()
-    msgid = "The causal mask hides keys $j > i$; see `al.causal_mask`."
-    assert i18n_check.check_entry(msgid, "因果掩码屏蔽 $j > i$ 的键；见 `al.causal_mask`。", terms) == []
+    good = {"msgid": "The causal mask hides keys $j > i$; see `al.causal_mask`.",
+            "msgstr": "因果掩码屏蔽 $j > i$ 的键；见 `al.causal_mask`。", "flags": set()}
+    assert i18n_check.check_entry(good, terms) == []
     for bad in ("因果掩码屏蔽 $j>i$ 的键；见 `al.causal_mask`。",
                 "因果掩码屏蔽 $j > i$ 的键。",
                 "The causal mask hides keys $j > i$; see `al.causal_mask`.",
                 "因果遮罩屏蔽 $j > i$ 的键；见 `al.causal_mask`。",
                 "屏蔽 $j > i$ 的键；见 `al.causal_mask`。"):
-        assert i18n_check.check_entry(msgid, bad, terms), bad
+        assert i18n_check.check_entry(dict(good, msgstr=bad), terms), bad
 
 
 # ------------------------------------------------------------------ attnlib's language switch

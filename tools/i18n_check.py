@@ -75,8 +75,10 @@ def load_terms() -> dict:
     return yaml.safe_load(TERMS.read_text(encoding="utf-8"))
 
 
-def check_entry(msgid: str, msgstr: str, terms: dict, glossary: bool = False) -> list[str]:
-    """The problems of one translation (none for an empty one: msgfmt reports those)."""
+def check_entry(entry: dict, terms: dict, glossary: bool = False) -> list[str]:
+    """The problems of one translation, ``{"msgid": ..., "msgstr": ...}`` (none for an
+    empty one: msgfmt reports those)."""
+    msgid, msgstr = entry["msgid"], entry.get("msgstr", "")
     if not msgstr:
         return []
     problems = []
@@ -113,7 +115,8 @@ def check_file(path: pathlib.Path, terms: dict | None = None) -> list[str]:
     with open(path, "rb") as f:
         catalog = read_po(f)
     for m in catalog:
-        for problem in check_entry(m.id, m.string, terms, path.name == "glossary.po") if m.id else ():
+        entry = {"msgid": m.id, "msgstr": m.string}
+        for problem in check_entry(entry, terms, path.name == "glossary.po") if m.id else ():
             short = m.id.replace("\n", " ")
             short = short if len(short) <= 70 else short[:67] + "..."
             out.append(f"{path.relative_to(ROOT)}:{m.lineno}: {problem}  [{short}]")
