@@ -46,7 +46,7 @@ import sys
 import time
 from typing import Callable
 
-from ..i18n import N_
+from ..i18n import N_, get_language
 from . import _wire, _worker
 
 __all__ = ["Worker", "fork_unsafe_reason", "worker_mode", "kill_tree", "end_tree", "descendants", "standby_pids"]
@@ -494,13 +494,14 @@ class _Standby:
     @staticmethod
     def _key() -> tuple:
         preload = tuple(m for m in ("torch",) if m in sys.modules)
-        return (os.getcwd(), tuple(sys.path), tuple(sorted(os.environ.items())), preload)
+        return (os.getcwd(), tuple(sys.path), tuple(sorted(os.environ.items())), preload, get_language())
 
     @classmethod
     def _start(cls, key: tuple) -> tuple:
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        # the worker speaks this kernel's language (an extra check's message is made there)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), ATTNLIB_LANG=key[4])
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-c", "from attnlib.exercises._worker import main; main()",
