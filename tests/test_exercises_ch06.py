@@ -124,6 +124,27 @@ def test_an_intermediate_that_grows_with_the_keys_is_named():
     assert "grows with the number of keys" in res.message and "MiB" in res.message
 
 
+@pytest.mark.parametrize("mode", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
+def test_the_growing_intermediate_is_named_in_chinese_whichever_worker_measures_it(mode, monkeypatch):
+    """The extra check's message is made in the worker, with its numbers: a spawned worker
+    speaks the kernel's language too (set with al.set_language, not the environment)."""
+    def tiled_with_a_wide_copy(q, k, v, block_size):
+        wide = np.repeat(k, 40, axis=1)  # (S, 40 E): grows with S, neither L x S nor block x S
+        assert wide.shape[0] == k.shape[0]
+        return tiled_torch(q, k, v, block_size)
+
+    monkeypatch.setenv("ATTNLIB_CHECK_WORKER", mode)
+    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "1")
+    monkeypatch.delenv("ATTNLIB_LANG", raising=False)
+    al.i18n._state["lang"] = "zh"  # (what set_language does, without loading fonts)
+    try:
+        res = check("tiled_attention", tiled_with_a_wide_copy)
+    finally:
+        al.i18n._state["lang"] = "en"
+    assert res.status == "failed" and res.details["problem"] == "extra", res.message
+    assert "MiB" in res.message and "grows" not in res.message and "随键的数量增长" in res.message, res.message
+
+
 @pytest.mark.parametrize("shortcut, called", [
     (lambda q, k, v, b: al.flash_attention(q, k, v, block_size=b), "al.flash_attention"),
     (lambda q, k, v, b: al.scaled_dot_product_attention(q, k, v), "al.scaled_dot_product_attention"),
