@@ -202,17 +202,28 @@ def from_notebook_cell(source: str) -> list[tuple[Template, int]]:
     return found
 
 
-def collect() -> dict[str, Catalog]:
-    """Every catalogue's messages: attnlib's (Babel) and the chapters' code cells'."""
-    catalogues = from_package()
+def chapters() -> dict[str, dict[str, tuple[bool, list[str]]]]:
+    """The chapters' code-cell messages: ``{"chapters/02_qkv": {message: (is_fstring, [places])}}``."""
+    catalogues: dict[str, dict[str, tuple[bool, list[str]]]] = {}
     for path in sorted((ROOT / "chapters").glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
-        catalog = catalogues.setdefault(f"chapters/{path.stem}", Catalog(fuzzy=False, charset="utf-8"))
         for i, cell in enumerate(nb["cells"]):
             if cell["cell_type"] == "code":
                 for t, line in from_notebook_cell("".join(cell["source"])):
-                    catalog.add(t.text, locations=[(f"chapters/{path.name}:cell{i}", line)],
-                                flags=("python-brace-format",) if t.fields else ())
+                    msgs = catalogues.setdefault(f"chapters/{path.stem}", {})
+                    fields, places = msgs.get(t.text, (False, []))
+                    msgs[t.text] = (fields or t.fields, places + [f"chapters/{path.name}:cell{i}:{line}"])
+    return catalogues
+
+
+def collect() -> dict[str, Catalog]:
+    """Every catalogue's messages: attnlib's (Babel) and the chapters' code cells'."""
+    catalogues = from_package()
+    for domain, messages in chapters().items():
+        catalog = catalogues.setdefault(domain, Catalog(fuzzy=False, charset="utf-8"))
+        for text, (fields, places) in messages.items():
+            catalog.add(text, locations=[(p.rsplit(":", 1)[0], int(p.rsplit(":", 1)[1])) for p in places],
+                        flags=("python-brace-format",) if fields else ())
     return catalogues
 
 
