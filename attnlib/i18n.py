@@ -210,6 +210,8 @@ def tr(text: str) -> str:
     lang = _state["lang"]
     if lang == "en" or not isinstance(text, str) or not re.search(r"[A-Za-z]{2}", text):
         return text
+    if lang == "zh" and re.search(r"[\u4e00-\u9fff]", text):
+        return text  # already Chinese (a Chinese notebook's quiz or figure text): as it is
     found = catalogue(lang).lookup(text)
     if found is not None:
         return found

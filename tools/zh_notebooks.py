@@ -54,7 +54,7 @@ LIST_KEYWORDS = {"labels"}
 # a phrase of words (not a colour, a format such as "o-", or a single data token)
 _PHRASE = re.compile(r"[A-Za-z]{2,}[^\n]*\s[^\n]*[A-Za-z]{2,}|[A-Za-z]{3,}.*[:=(]")
 # comments that are markers for tools, not prose
-_MARKER_COMMENT = re.compile(r"#\s*(i18n|noqa\b.*|type:.*|NBVAL_\w+|pragma.*)$")
+_MARKER_COMMENT = re.compile(r"#\s*(--- end of setup ---|i18n|noqa\b.*|type:.*|NBVAL_\w+|pragma.*)$")
 IMPORT = "import attnlib as al"
 SET_LANGUAGE = 'al.set_language("zh")  # attnlib 显示的文字（检查器、测验、图）也用中文'
 SETUP_START, SETUP_END = "# --- setup:", "# --- end of setup ---"
@@ -162,6 +162,11 @@ def _words(text: str) -> bool:
     return re.search(r"[A-Za-z]{2}", re.sub(r"\{[^{}]*\}", "", text)) is not None
 
 
+def _is_phrase(text: str) -> bool:
+    """Words with a space: a word of three letters or more that is not part of a name."""
+    return bool(re.search(r"\s", text.strip())) and re.search(r"(?<!\w)[A-Za-z]{3,}(?!\w)", text) is not None
+
+
 def _strings_in(node: ast.AST):
     """String literals in an expression, not inside a nested call's arguments other than
     str joins and conditionals (what reaches the reader as text)."""
@@ -224,13 +229,16 @@ def shown_literals(tree: ast.AST, lines: list[str], *, replaceable_only: bool = 
         value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else \
             node.iter if isinstance(node, ast.For) else None
         if value is not None and "# i18n" in lines[node.lineno - 1]:
-            # a word chosen for display (trend = "explodes" if ... else "vanishes") is
-            # replaced; names kept in lists, dicts and loops are data (keys, lookups) and
-            # stay: attnlib translates them where a figure shows them
+            # a word chosen for display (trend = "explodes" if ... else "vanishes") and a
+            # phrase (words with a space: "one matrix") are replaced, the phrase wherever the
+            # same literal occurs in the notebook (so a lookup by it still finds it); a single
+            # word in a list, dict or loop is data ("zigzag", "Anna") and stays: attnlib
+            # translates it where a figure shows it
             display = isinstance(node, ast.Assign) and isinstance(value, ast.IfExp)
             for sub in ast.walk(value):
                 if isinstance(sub, ast.JoinedStr) or (isinstance(sub, ast.Constant) and isinstance(sub.value, str)):
-                    (found if display else kept).append(sub)
+                    phrase = isinstance(sub, ast.Constant) and _is_phrase(sub.value)
+                    (found if display or phrase else kept).append(sub)
     draws = FIGURE_CALLS.keys() | {"explorer", "subplots", "figure", "bars", "heatmap", "LivePlot"}
     if any(_call_name(n) in draws or TEXT_KEYWORDS & {k.arg for k in n.keywords}
            for n in ast.walk(tree) if isinstance(n, ast.Call)):
@@ -321,6 +329,19 @@ def fields(message: str) -> list[str]:
         return sorted(re.findall(r"(?<!\{)\{[^{}]+\}(?!\})", message))
 
 
+def i18n_phrases(sources: list[str]) -> set[str]:
+    """The phrases of a notebook's ``# i18n`` lines: plain strings with words and a space,
+    replaced wherever they occur in its code (see :func:`shown_literals`)."""
+    out: set[str] = set()
+    for source in sources:
+        src = _code_source(source)
+        lines = src.split("\n")
+        for node in shown_literals(ast.parse(src), lines, replaceable_only=True):
+            if isinstance(node, ast.Constant) and "# i18n" in lines[node.lineno - 1] and _is_phrase(node.value):
+                out.add(node.value)
+    return out
+
+
 def _code_source(source: str) -> str:
     """A cell's source with IPython magics and shell lines blanked (ast cannot read them)."""
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n"))
@@ -381,7 +402,8 @@ def _escape_plain(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t")
 
 
-def translate_code(source: str, catalogue: dict[str, str], where: str = "") -> tuple[str, list[str]]:
+def translate_code(source: str, catalogue: dict[str, str], where: str = "",
+                   phrases: set[str] = frozenset()) -> tuple[str, list[str]]:
     """``source`` with its comments and shown literals in Chinese; and what has no (valid)
     translation."""
     global _LINES
@@ -392,7 +414,12 @@ def translate_code(source: str, catalogue: dict[str, str], where: str = "") -> t
     missing: list[str] = []
     spans: list[tuple[int, int, int, int, str]] = []   # (line0, col0, line1, col1, replacement)
     tree = ast.parse(src)
-    for node in shown_literals(tree, lines, replaceable_only=True):
+    nodes = shown_literals(tree, lines, replaceable_only=True)
+    seen = {(n.lineno, n.col_offset) for n in nodes}
+    inner = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in ast.walk(n) if v is not n}
+    nodes += [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in phrases
+              and id(n) not in inner and (n.lineno, n.col_offset) not in seen]
+    for node in nodes:
         msg, is_f = literal_message(node, lines)
         if not (_words(msg) if is_f else _words(msg.replace("{", "").replace("}", ""))):
             continue
@@ -453,6 +480,7 @@ def translate_notebook(path: pathlib.Path) -> tuple[dict, list[str]]:
     nb = json.loads(path.read_text(encoding="utf-8"))
     prose = read_catalogue(PROSE / f"{path.stem}.po")
     code = code_catalogue(path.stem)
+    phrases = i18n_phrases([_source(c) for c in nb["cells"] if c["cell_type"] == "code"])
     errors: list[str] = []
     switched = False
     for i, cell in enumerate(nb["cells"]):
@@ -460,7 +488,7 @@ def translate_notebook(path: pathlib.Path) -> tuple[dict, list[str]]:
         if cell["cell_type"] == "markdown":
             new, missing = translate_markdown(_source(cell), prose, where)
         elif cell["cell_type"] == "code":
-            new, missing = translate_code(_source(cell), code, where)
+            new, missing = translate_code(_source(cell), code, where, phrases)
             if not switched and IMPORT in new:
                 # what attnlib shows (checker, quizzes, figures) in Chinese wherever the
                 # notebook runs (Colab, Binder), not only under ATTNLIB_LANG=zh
@@ -579,3 +607,90 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---------------------------------------------------------------- English left in Chinese text
+# words that a Chinese technical text keeps in English (names of software, units, symbols)
+ALLOWED_WORDS = {w.lower() for w in """
+attnlib NumPy PyTorch torch softmax log-softmax token tokens GPU CPU CUDA FLOP FLOPs GFLOP MFLOP nat
+RNN CNN FFN MLP LayerNorm RMS RoPE GQA MQA KV SDPA Transformer Adam AdamW HBM dtype NaN inf exp log ln
+max min mean std argmax sqrt cos sin relu elu ms KiB MiB GiB KB MB GB OPT Llama Mistral vLLM gloo
+pre-LN post-LN LN autograd logit logits Jacobian einsum BLAS OpenBLAS MKL Colab Binder JupyterLab
+Jupyter JupyterHub ipywidgets Python float float16 float32 float64 bfloat16 bf16 fp16 fp32 int bool True False None
+beta tanh alpha tau sigma theta lambda Monte Carlo XOR Var FlashAttention Performer ELU Binomial apple phone released ate Anna Tom her lent
+red pen cat sat dog man the
+""".split()}
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")
+
+
+def _identifiers(nb: dict) -> set[str]:
+    """Names a notebook's code uses (variables, attributes, keywords, string keys): code
+    that a printed line may quote."""
+    names: set[str] = set()
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        src = _code_source(_source(cell))
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+                if tok.type == tokenize.NAME and not re.fullmatch(r"[a-z]+", tok.string):
+                    names.add(tok.string)   # not a plain word: "weights" printed is English
+                elif tok.type == tokenize.STRING and re.fullmatch(r"[\"'][\w.\-]+[\"']", tok.string):
+                    names.add(tok.string[1:-1])   # a key or a name in quotes: "w_q", "upper_left"
+        except (tokenize.TokenError, IndentationError):
+            pass
+    return names
+
+
+def english_words(line: str, known: set[str]) -> list[str]:
+    """The English words of a line of Chinese text: words of letters that are not code
+    (an identifier of the notebook, a dotted or underscored name, a call), not a symbol
+    of one or two letters and not on :data:`ALLOWED_WORDS`."""
+    line = re.sub(r"`[^`]*`|https?://\S+|\S*[_.(\[/\\]\S*|\$[^$]*\$|^\s*--- setup", " ", line)  # code, paths, maths
+    found = []
+    for w in _WORD.findall(line):
+        if len(w) <= 2 or (w.isupper() and len(w) <= 4) or w.lower() in ALLOWED_WORDS or w in known or w.rstrip("s") in known:
+            continue
+        found.append(w)
+    return found
+
+
+def _output_lines(cell) -> list[str]:
+    lines: list[str] = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            lines += "".join(out["text"]).splitlines()
+        elif out.get("output_type") in ("execute_result", "display_data"):
+            data = out.get("data", {})
+            if "text/html" in data:
+                html = "".join(data["text/html"])
+                html = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)
+                lines += [re.sub(r"\s+", " ", t).strip() for t in re.split(r"<br\s*/?>|</(?:p|div|li|tr|summary|details|h\d)>", html)]
+                lines = [re.sub(r"<[^>]+>", " ", l) for l in lines]
+            elif "text/plain" in data and "image/png" not in data:
+                lines += "".join(data["text/plain"]).splitlines()
+    import html as _html
+    return [_html.unescape(l).strip() for l in lines if l.strip()]
+
+
+def english_left(nb: dict) -> list[tuple[int, str, str]]:
+    """``(cell index, "output" | "comment", line)`` of every printed line and code comment of
+    a Chinese notebook that still has English words (see :func:`english_words`)."""
+    known = _identifiers(nb)
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        for line in _output_lines(cell):
+            if english_words(line, known):
+                found.append((i, "output", line))
+        src = _code_source(_source(cell))
+        for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+            if tok.type == tokenize.COMMENT and not _MARKER_COMMENT.match(tok.string.strip()):
+                if english_words(tok.string.lstrip("#"), known):
+                    found.append((i, "comment", tok.string))
+    return found
+
+
+def count_output_lines(nb: dict) -> int:
+    return sum(len(_output_lines(c)) for c in nb["cells"] if c["cell_type"] == "code")
