@@ -450,3 +450,101 @@ def test_chinese_mistake_catalogue_lists_every_known_mistake():
     missing = [f"{ex.name}: {m.title}" for ex in exercises.values() for m in ex.mistakes
                if " ".join((zh.lookup(m.title) or "\0").rstrip("。.").translate(norm).split()) not in text]
     assert not missing, f"mistakes missing from the Chinese misconceptions appendix: {missing[:10]}"
+
+
+def _zh_chapter_pages(pages) -> list[str]:
+    return sorted(n for n in pages if n.startswith(ZH + "chapters/"))
+
+
+def test_chinese_pages_launch_and_download_the_chinese_notebook(pages):
+    """Every Chinese chapter's Binder, Colab and JupyterHub buttons open zh/chapters/<stem>.ipynb
+    of the repository, and its download button gives that notebook (the English pages'
+    buttons give the English one)."""
+    chapters = _zh_chapter_pages(pages)
+    if not chapters:
+        pytest.fail("no Chinese chapter was built (`make book` builds both editions)")
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    hosts = {urllib.parse.urlsplit(cfg["launch_buttons"][k]).hostname: k
+             for k in ("binderhub_url", "colab_url", "jupyterhub_url") if cfg["launch_buttons"].get(k)}
+    wrong = []
+    for name in chapters:
+        stem = pathlib.PurePosixPath(name).stem
+        for page, chinese in ((name, True), (name[len(ZH):], False)):
+            if page not in pages:
+                continue
+            for host, key in hosts.items():
+                links = [urllib.parse.unquote(h) for h in pages[page].links if urllib.parse.urlsplit(h).hostname == host]
+                if not links or not all(f"chapters/{stem}.ipynb" in h and (f"zh/chapters/{stem}.ipynb" in h) == chinese
+                                        for h in links):
+                    wrong.append(f"{page}: {key} opens {links}, not {'zh/' if chinese else ''}chapters/{stem}.ipynb")
+        downloads = [h for h in pages[name].links if h.endswith(f"_sources/chapters/{stem}.ipynb")]
+        if not downloads:
+            wrong.append(f"{name}: no download link to its notebook")
+            continue
+        served = (SITE / name).parent / downloads[0]
+        if not served.is_file() or served.read_bytes() != (ROOT / "zh" / "chapters" / f"{stem}.ipynb").read_bytes():
+            wrong.append(f"{name}: the download button gives {served.relative_to(SITE)}, not zh/chapters/{stem}.ipynb")
+    assert not wrong, "\n".join(wrong[:20])
+
+
+class _OutputsAndComments(html.parser.HTMLParser):
+    """The text of a page's cell outputs (line by line) and of its code comments."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.outputs: list[str] = [""]
+        self.comments: list[str] = []
+        self._stack: list[str] = []   # "out", "comment" or "" per open element
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        classes = (dict(attrs).get("class") or "").split()
+        kind = "out" if "cell_output" in classes else "comment" if {"c", "c1", "ch", "cm"} & set(classes) else ""
+        if tag in ("script", "style"):
+            self._skip += 1
+        if tag in ("br", "p", "div", "li", "tr", "pre", "summary"):
+            self.outputs.append("")
+        if tag not in ("br", "img", "input", "meta", "link", "hr"):
+            self._stack.append(kind)
+            if kind == "comment":
+                self.comments.append("")
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style"):
+            self._skip = max(0, self._skip - 1)
+        if tag not in ("br", "img", "input", "meta", "link", "hr") and self._stack:
+            self._stack.pop()
+        if tag in ("p", "div", "li", "tr", "summary"):
+            self.outputs.append("")
+
+    def handle_data(self, data):
+        if self._skip:
+            return
+        if "comment" in self._stack and self.comments:
+            self.comments[-1] += data
+        elif "out" in self._stack:
+            parts = data.split("\n")
+            self.outputs[-1] += parts[0]
+            self.outputs += parts[1:]
+
+
+def test_chinese_pages_print_and_comment_in_chinese(pages):
+    """No printed line, output or code comment of a Chinese chapter page has English words
+    (outside code, identifiers, numbers and tools/zh_notebooks.ALLOWED_WORDS)."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tools"))
+    import zh_notebooks
+
+    chapters = _zh_chapter_pages(pages)
+    if not chapters:
+        pytest.fail("no Chinese chapter was built (`make book` builds both editions)")
+    left = []
+    for name in chapters:
+        nb = json.loads((ROOT / "zh" / "chapters" / (pathlib.PurePosixPath(name).stem + ".ipynb")).read_text())
+        known = zh_notebooks._identifiers(nb)
+        found = _OutputsAndComments()
+        found.feed((SITE / name).read_text(encoding="utf-8", errors="replace"))
+        lines = [("output", line) for line in found.outputs] + [("comment", c) for c in found.comments]
+        left += [f"{name} {kind}: {line.strip()[:120]}" for kind, line in lines
+                 if line.strip() and zh_notebooks.english_words(html.unescape(line.lstrip("# ")), known)]
+    assert not left, f"{len(left)} lines with English on the Chinese pages:\n" + "\n".join(left[:40])

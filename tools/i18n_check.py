@@ -98,6 +98,8 @@ def check_entry(entry: dict, terms: dict, glossary: bool = False) -> list[str]:
         if a != b:
             problems.append(f"fields differ: the English has {sorted(a)}, the translation {sorted(b)}")
     english = prose(msgid)
+    if "python-brace-format" in entry["flags"]:  # a field's expression is code, not English
+        english = re.sub(r"\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}", " ", english)
     words = _WORD.findall(english)
     display_math = "$" not in msgid and re.search(r"\\[a-zA-Z]+", msgid) and msgstr == msgid
     if not display_math and not _CJK.search(prose(msgstr)) and len(words) > (6 if glossary else 3):

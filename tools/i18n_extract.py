@@ -10,11 +10,8 @@ What is collected (by reading the code, nothing is executed):
 - in ``attnlib/``: the argument of every ``_("...")`` / ``tr("...")`` call, and the
   learner-facing fields of the exercise catalogues: ``Mistake(key, title, message, fix=...)``,
   ``Case(label=...)``, ``Exercise(prompt=..., hint=..., hints=(...))``;
-- in ``chapters/*.ipynb`` (code cells): quiz questions, choices and feedback
-  (``al.quiz.question``), figure text (``set_title``, ``suptitle``, ``set_xlabel``,
-  ``set_ylabel``, ``text``, ``annotate`` and the keywords ``title=``, ``label=``,
-  ``xlabel=``, ``ylabel=``, ``labels=``, ``description=``), and the strings of a cell's
-  ``# i18n:`` lists (``names = [...]  # i18n``), for text a cell keeps in a variable.
+- in ``chapters/*.ipynb`` (code cells): what ``tools/zh_notebooks.py`` collects (printed
+  text, comments, quizzes, figure text, ``# i18n`` lines), for the Chinese notebooks.
 
 An f-string becomes a template whose fields are named after their expressions:
 ``f"head {i}: {names[i]}"`` -> ``"head {i}: {names_i}"`` (flag ``python-brace-format``);
@@ -26,12 +23,13 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
 import pathlib
 import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import zh_notebooks  # noqa: E402
 
 MARKERS = {"_", "tr", "N_"}
 FIGURE_CALLS = {"set_title": 0, "suptitle": 0, "set_xlabel": 0, "set_ylabel": 0, "supxlabel": 0,
@@ -170,55 +168,6 @@ def from_python(tree: ast.AST, *, package: bool, lines: list[str] = (),
     return found
 
 
-def from_notebook_cell(source: str) -> list[tuple[Template, int]]:
-    source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
-    tree = ast.parse(source)
-    found: list[tuple[Template, int]] = []
-
-    def add(node):
-        t = template(node)
-        if _worth(t):
-            found.append((t, getattr(node, "lineno", 0)))
-
-    lines = source.splitlines()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            name = _call_name(node)
-            kw = {k.arg: k.value for k in node.keywords if k.arg}
-            if name == "question" and node.args:
-                add(node.args[0])
-                choices = node.args[1] if len(node.args) > 1 else kw.get("choices")
-                for choice in getattr(choices, "elts", []):
-                    if isinstance(choice, ast.Tuple) and len(choice.elts) >= 3:
-                        add(choice.elts[0])
-                        add(choice.elts[2])
-            if name in FIGURE_CALLS and len(node.args) > FIGURE_CALLS[name]:
-                add(node.args[FIGURE_CALLS[name]])
-            if name == "LivePlot" and len(node.args) > 1:  # train.LivePlot(keys, labels)
-                for elt in getattr(node.args[1], "elts", []):
-                    add(elt)
-            for key in TEXT_KEYWORDS & kw.keys():
-                add(kw[key])
-            for key in LIST_KEYWORDS & kw.keys():
-                for elt in getattr(kw[key], "elts", []):
-                    add(elt)
-    for sub in _marked_assignments(tree, lines):
-        add(sub)
-    draws = FIGURE_CALLS.keys() | {"explorer", "subplots", "figure", "bars", "heatmap", "LivePlot"}
-    if any(_call_name(n) in draws or TEXT_KEYWORDS & {k.arg for k in n.keywords}
-           for n in ast.walk(tree) if isinstance(n, ast.Call)):
-        # a cell that draws or explores: phrases it keeps in lists, tuples and dicts (panel
-        # names, legend entries) end up in its figures
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.List, ast.Tuple, ast.Dict, ast.Set)):
-                items = node.keys + node.values if isinstance(node, ast.Dict) else node.elts
-                for item in items:
-                    t = template(item) if item is not None else None
-                    if _worth(t) and _PHRASE.search(t.text):
-                        found.append((t, item.lineno))
-    return found
-
-
 def _po_string(s: str) -> str:
     body = s.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t")
     if "\n" not in body:
@@ -260,14 +209,7 @@ def collect() -> dict[str, dict[str, tuple[bool, list[str]]]]:
         for t, line in from_python(ast.parse(text), package=True, lines=text.splitlines(),
                                    case_builders=bool(m)):
             put(domain, t, f"{rel}:{line}")
-    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        for i, cell in enumerate(nb["cells"]):
-            if cell["cell_type"] != "code":
-                continue
-            src = "".join(cell["source"])
-            for t, line in from_notebook_cell(src):
-                put(f"chapters/{path.stem}", t, f"chapters/{path.name}:cell{i}:{line}")
+    catalogues.update(zh_notebooks.collect())  # the chapters' code cells: tools/zh_notebooks.py
     return catalogues
 
 

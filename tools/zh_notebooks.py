@@ -159,6 +159,8 @@ def _call_name(call: ast.Call) -> str:
 
 
 def _words(text: str) -> bool:
+    if text.lstrip().startswith("#"):
+        return False   # a line of code shown as code ("    # (docstring: ...)")
     return re.search(r"[A-Za-z]{2}", re.sub(r"\{[^{}]*\}", "", text)) is not None
 
 
@@ -336,9 +338,12 @@ def i18n_phrases(sources: list[str]) -> set[str]:
     for source in sources:
         src = _code_source(source)
         lines = src.split("\n")
-        for node in shown_literals(ast.parse(src), lines, replaceable_only=True):
-            if isinstance(node, ast.Constant) and "# i18n" in lines[node.lineno - 1] and _is_phrase(node.value):
-                out.add(node.value)
+        for node in ast.walk(ast.parse(src)):
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else \
+                node.iter if isinstance(node, ast.For) else None
+            if value is not None and "# i18n" in lines[node.lineno - 1]:
+                out |= {sub.value for sub in ast.walk(value) if isinstance(sub, ast.Constant)
+                        and isinstance(sub.value, str) and _is_phrase(sub.value)}
     return out
 
 
@@ -366,8 +371,11 @@ def code_messages(source: str) -> list[tuple[str, bool, int, bool]]:
     setup = _setup_lines(lines)
     out = []
     tree = ast.parse(src)
+    replaced = {id(n) for n in shown_literals(tree, lines, replaceable_only=True)}
     for node in shown_literals(tree, lines):
         msg, is_f = literal_message(node, lines)
+        if id(node) not in replaced and not re.search(r"(?<![\w{])[A-Za-z]{3,}(?![\w}])", msg):
+            continue   # data kept in the code ("N, L, d_model"): no words to translate
         if _words(msg) if is_f else _words(msg.replace("{", "").replace("}", "")):
             out.append((msg, is_f, node.lineno, node.lineno - 1 in setup))
     for tok in tokenize.generate_tokens(io.StringIO(src).readline):
