@@ -184,6 +184,8 @@ def _strings_in(node: ast.AST):
     elif isinstance(node, (ast.List, ast.Tuple)):
         for e in node.elts:
             yield from _strings_in(e)
+    elif isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+        yield from _strings_in(node.elt)
     elif isinstance(node, ast.Call) and _call_name(node) in ("join", "format") \
             and isinstance(node.func, ast.Attribute):
         yield from _strings_in(node.func.value)
@@ -236,7 +238,8 @@ def shown_literals(tree: ast.AST, lines: list[str], *, replaceable_only: bool = 
             # same literal occurs in the notebook (so a lookup by it still finds it); a single
             # word in a list, dict or loop is data ("zigzag", "Anna") and stays: attnlib
             # translates it where a figure shows it
-            display = isinstance(node, ast.Assign) and isinstance(value, ast.IfExp)
+            display = isinstance(node, ast.Assign) and (isinstance(value, (ast.IfExp, ast.JoinedStr)) or (
+                isinstance(value, ast.Constant) and isinstance(value.value, str)))
             for sub in ast.walk(value):
                 if isinstance(sub, ast.JoinedStr) or (isinstance(sub, ast.Constant) and isinstance(sub.value, str)):
                     phrase = isinstance(sub, ast.Constant) and _is_phrase(sub.value)
@@ -625,40 +628,54 @@ RNN CNN FFN MLP LayerNorm RMS RoPE GQA MQA KV SDPA Transformer Adam AdamW HBM dt
 max min mean std argmax sqrt cos sin relu elu ms KiB MiB GiB KB MB GB OPT Llama Mistral vLLM gloo
 pre-LN post-LN LN autograd logit logits Jacobian einsum BLAS OpenBLAS MKL Colab Binder JupyterLab
 Jupyter JupyterHub ipywidgets Python float float16 float32 float64 bfloat16 bf16 fp16 fp32 int bool True False None
-beta tanh alpha tau sigma theta lambda Monte Carlo XOR Var FlashAttention Performer ELU Binomial apple phone released ate Anna Tom her lent
+beta tanh alpha tau sigma theta lambda acc Monte Carlo XOR Var FlashAttention Performer ELU Binomial apple phone released ate Anna Tom her lent
 red pen cat sat dog man the
 """.split()}
-_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")
+_WORD = re.compile(r"(?<![0-9A-Za-z])(?:[A-Za-z][A-Za-z0-9'’-]*[A-Za-z0-9]|[A-Za-z])")
 
 
 def _identifiers(nb: dict) -> set[str]:
-    """Names a notebook's code uses (variables, attributes, keywords, string keys): code
-    that a printed line may quote."""
+    """Names that a notebook's code uses and that are not plain English words: names with
+    capitals, digits or underscores, the names of functions and methods it defines or calls
+    (``mha``, ``reshape``), and single words it keeps in quotes (``"zigzag"``, a key)."""
     names: set[str] = set()
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
             continue
         src = _code_source(_source(cell))
         try:
-            for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-                if tok.type == tokenize.NAME and not re.fullmatch(r"[a-z]+", tok.string):
-                    names.add(tok.string)   # not a plain word: "weights" printed is English
-                elif tok.type == tokenize.STRING and re.fullmatch(r"[\"'][\w.\-]+[\"']", tok.string):
-                    names.add(tok.string[1:-1])   # a key or a name in quotes: "w_q", "upper_left"
+            toks = [t for t in tokenize.generate_tokens(io.StringIO(src).readline)
+                    if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)]
         except (tokenize.TokenError, IndentationError):
-            pass
+            continue
+        for i, tok in enumerate(toks):
+            if tok.type == tokenize.NAME:
+                after = toks[i + 1].string if i + 1 < len(toks) else ""
+                before = toks[i - 1].string if i else ""
+                if not re.fullmatch(r"[a-z]+", tok.string) or after == "(" or before == "def":
+                    names.add(tok.string)
+            elif tok.type == tokenize.STRING and re.fullmatch(r"[\"'][\w.\-]+[\"']", tok.string):
+                names.add(tok.string[1:-1])   # a key or a name in quotes: "w_q", "upper_left"
     return names
 
 
 def english_words(line: str, known: set[str]) -> list[str]:
     """The English words of a line of Chinese text: words of letters that are not code
-    (an identifier of the notebook, a dotted or underscored name, a call), not a symbol
-    of one or two letters and not on :data:`ALLOWED_WORDS`."""
-    line = re.sub(r"`[^`]*`|https?://\S+|\S*[_.(\[/\\]\S*|\$[^$]*\$|^\s*--- setup", " ", line)  # code, paths, maths
+    (an identifier of the notebook, a dotted or underscored name, a call, ``name=value``,
+    a name beside an operator), not a symbol of one or two letters or a short acronym, not
+    on :data:`ALLOWED_WORDS`, and not quoted: inside “...” or a full-width gloss （...）,
+    or after ``Error:`` / ``出错：`` (a library's own message)."""
+    line = re.split(r"\w*Error:|出错：", line)[0]
+    line = re.sub(r"“[^”]*”|（[^）]*）", " ", line)
+    line = re.sub(r"`[^`]*`|https?://\S+|\S*[_.(\[/\\=~]\S*|\$[^$]*\$|^\s*--- setup", " ", line)
     found = []
-    for w in _WORD.findall(line):
-        if len(w) <= 2 or (w.isupper() and len(w) <= 4) or w.lower() in ALLOWED_WORDS or w in known or w.rstrip("s") in known:
+    for m in _WORD.finditer(line):
+        w = m.group()
+        if len(w) <= 2 or (w.isupper() and len(w) <= 4) or w.lower() in ALLOWED_WORDS or w in known:
             continue
+        around = line[max(0, m.start() - 3):m.start()] + "|" + line[m.end():m.end() + 3]
+        if re.search(r"[@*+/=-]\s*\||\|\s*[@*+/=]", around):
+            continue   # beside an operator: code ("weights @ v")
         found.append(w)
     return found
 
