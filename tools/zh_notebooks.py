@@ -238,12 +238,19 @@ def shown_literals(tree: ast.AST, lines: list[str], *, replaceable_only: bool = 
             # same literal occurs in the notebook (so a lookup by it still finds it); a single
             # word in a list, dict or loop is data ("zigzag", "Anna") and stays: attnlib
             # translates it where a figure shows it
-            display = isinstance(node, ast.Assign) and (isinstance(value, (ast.IfExp, ast.JoinedStr)) or (
-                isinstance(value, ast.Constant) and isinstance(value.value, str)))
+            shown = set()   # a value chosen for display: the branches of an if-else, not its test
+            if isinstance(node, ast.Assign):
+                stack = [value]
+                while stack:
+                    v = stack.pop()
+                    if isinstance(v, ast.IfExp):
+                        stack += [v.body, v.orelse]
+                    elif isinstance(v, (ast.Constant, ast.JoinedStr)):
+                        shown.add(id(v))
             for sub in ast.walk(value):
                 if isinstance(sub, ast.JoinedStr) or (isinstance(sub, ast.Constant) and isinstance(sub.value, str)):
-                    phrase = isinstance(sub, ast.Constant) and _is_phrase(sub.value)
-                    (found if display or phrase else kept).append(sub)
+                    text = sub.value if isinstance(sub, ast.Constant) else _literal_text_of(sub)
+                    (found if id(sub) in shown or _is_phrase(text) else kept).append(sub)
     draws = FIGURE_CALLS.keys() | {"explorer", "subplots", "figure", "bars", "heatmap", "LivePlot"}
     if any(_call_name(n) in draws or TEXT_KEYWORDS & {k.arg for k in n.keywords}
            for n in ast.walk(tree) if isinstance(n, ast.Call)):
