@@ -673,7 +673,7 @@ def english_words(line: str, known: set[str]) -> list[str]:
     on :data:`ALLOWED_WORDS`, and not quoted: inside “...” or a full-width gloss （...）,
     or after ``Error:`` / ``出错：`` (a library's own message)."""
     line = re.split(r"\w*Error:|出错：", line)[0]
-    line = re.sub(r"“[^”]*”|（[^）]*）", " ", line)
+    line = re.sub(r"“[^”]*”|（[^）]*）|\b[A-Z]\w*\([^()]*\)", " ", line)   # quoted, glossed, an object's repr
     line = re.sub(r"`[^`]*`|https?://\S+|\S*[_.(\[/\\=~]\S*|\$[^$]*\$|^\s*--- setup", " ", line)
     found = []
     for m in _WORD.finditer(line):
@@ -713,7 +713,9 @@ def english_left(nb: dict) -> list[tuple[int, str, str]]:
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
             continue
-        for line in _output_lines(cell):
+        # a cell that prints attnlib's source (inspect.getsource) shows code, not prose
+        printed = [] if "getsource(" in _source(cell) else _output_lines(cell)
+        for line in printed:
             if english_words(line, known):
                 found.append((i, "output", line))
         src = _code_source(_source(cell))
