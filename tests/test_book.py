@@ -488,44 +488,52 @@ def test_chinese_pages_launch_and_download_the_chinese_notebook(pages):
 
 
 class _OutputsAndComments(html.parser.HTMLParser):
-    """The text of a page's cell outputs (line by line) and of its code comments."""
+    """Per code cell of a page: the text of its input, its output lines and its comments."""
+
+    VOID = {"br", "img", "input", "meta", "link", "hr", "source", "wbr"}
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
-        self.outputs: list[str] = [""]
-        self.comments: list[str] = []
-        self._stack: list[str] = []   # "out", "comment" or "" per open element
+        self.cells: list[dict] = []
+        self._stack: list[set] = []   # the classes of each open element
         self._skip = 0
 
+    def _inside(self, cls: str) -> bool:
+        return any(cls in c for c in self._stack)
+
     def handle_starttag(self, tag, attrs):
-        classes = (dict(attrs).get("class") or "").split()
-        kind = "out" if "cell_output" in classes else "comment" if {"c", "c1", "ch", "cm"} & set(classes) else ""
+        classes = set((dict(attrs).get("class") or "").split())
+        if "cell" in classes and tag == "div":
+            self.cells.append({"input": "", "outputs": [""], "comments": []})
         if tag in ("script", "style"):
             self._skip += 1
-        if tag in ("br", "p", "div", "li", "tr", "pre", "summary"):
-            self.outputs.append("")
-        if tag not in ("br", "img", "input", "meta", "link", "hr"):
-            self._stack.append(kind)
-            if kind == "comment":
-                self.comments.append("")
+        if self.cells and self._inside("cell_output") and tag in ("br", "p", "div", "li", "tr", "pre", "summary"):
+            self.cells[-1]["outputs"].append("")
+        if {"c", "c1", "ch", "cm"} & classes and self.cells:
+            self.cells[-1]["comments"].append("")
+        if tag not in self.VOID:
+            self._stack.append(classes)
 
     def handle_endtag(self, tag):
         if tag in ("script", "style"):
             self._skip = max(0, self._skip - 1)
-        if tag not in ("br", "img", "input", "meta", "link", "hr") and self._stack:
+        if tag not in self.VOID and self._stack:
             self._stack.pop()
-        if tag in ("p", "div", "li", "tr", "summary"):
-            self.outputs.append("")
+        if self.cells and self._inside("cell_output") and tag in ("p", "div", "li", "tr", "summary"):
+            self.cells[-1]["outputs"].append("")
 
     def handle_data(self, data):
-        if self._skip:
+        if self._skip or not self.cells:
             return
-        if "comment" in self._stack and self.comments:
-            self.comments[-1] += data
-        elif "out" in self._stack:
+        cell = self.cells[-1]
+        if self._inside("cell_input"):
+            cell["input"] += data
+            if any({"c", "c1", "ch", "cm"} & c for c in self._stack) and cell["comments"]:
+                cell["comments"][-1] += data
+        elif self._inside("cell_output"):
             parts = data.split("\n")
-            self.outputs[-1] += parts[0]
-            self.outputs += parts[1:]
+            cell["outputs"][-1] += parts[0]
+            cell["outputs"] += parts[1:]
 
 
 def test_chinese_pages_print_and_comment_in_chinese(pages):
@@ -544,7 +552,10 @@ def test_chinese_pages_print_and_comment_in_chinese(pages):
         known = zh_notebooks._identifiers(nb)
         found = _OutputsAndComments()
         found.feed((SITE / name).read_text(encoding="utf-8", errors="replace"))
-        lines = [("output", line) for line in found.outputs] + [("comment", c) for c in found.comments]
+        lines = []
+        for cell in found.cells:   # a cell that prints attnlib's source shows code, not prose
+            lines += [] if "getsource(" in cell["input"] else [("output", line) for line in cell["outputs"]]
+            lines += [("comment", c) for c in cell["comments"]]
         left += [f"{name} {kind}: {line.strip()[:120]}" for kind, line in lines
                  if line.strip() and zh_notebooks.english_words(html.unescape(line.lstrip("# ")), known)]
     assert not left, f"{len(left)} lines with English on the Chinese pages:\n" + "\n".join(left[:40])

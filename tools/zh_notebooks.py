@@ -230,7 +230,7 @@ def shown_literals(tree: ast.AST, lines: list[str], *, replaceable_only: bool = 
                 add(node.args[0])
     kept: list[ast.expr] = []   # shown, but data too: translated where drawn (attnlib)
     for node in ast.walk(tree):   # the lines marked "# i18n"
-        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else \
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Return)) else \
             node.iter if isinstance(node, ast.For) else None
         if value is not None and "# i18n" in lines[node.lineno - 1]:
             # a word chosen for display (trend = "explodes" if ... else "vanishes") and a
@@ -349,7 +349,7 @@ def i18n_phrases(sources: list[str]) -> set[str]:
         src = _code_source(source)
         lines = src.split("\n")
         for node in ast.walk(ast.parse(src)):
-            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else \
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Return)) else \
                 node.iter if isinstance(node, ast.For) else None
             if value is not None and "# i18n" in lines[node.lineno - 1]:
                 out |= {sub.value for sub in ast.walk(value) if isinstance(sub, ast.Constant)
@@ -525,6 +525,15 @@ def _write(nb: dict, path: pathlib.Path) -> None:
     path.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
+def _code_key(source: str) -> str:
+    """A code cell's source without its comments: what decides its outputs."""
+    try:
+        toks = tokenize.generate_tokens(io.StringIO(_code_source(source)).readline)
+        return "\x00".join(t.string for t in toks if t.type not in (tokenize.COMMENT, tokenize.NL))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return source
+
+
 def generate(paths: list[pathlib.Path], *, check: bool = False) -> int:
     """Write (or with ``check``, compare) the Chinese notebooks. A cell whose source is
     unchanged keeps the outputs stored in the Chinese notebook; a changed one loses them
@@ -549,18 +558,21 @@ def generate(paths: list[pathlib.Path], *, check: bool = False) -> int:
                       f"and execute it (make notebooks)", file=sys.stderr)
                 bad += 1
             continue
-        stored = {(_source(c), c["cell_type"]): c for c in old_cells}
+        # a cell whose code is unchanged but for its comments keeps its outputs
+        stored = {_code_key(_source(c)): c for c in old_cells if c["cell_type"] == "code"}
+        kept = old is not None
         for cell in nb["cells"]:
             if cell["cell_type"] == "code":
-                prev = stored.get((_source(cell), "code"))
+                prev = stored.get(_code_key(_source(cell)))
                 cell["outputs"] = prev["outputs"] if prev else []
                 cell["execution_count"] = prev.get("execution_count") if prev else None
-        if old is not None and "widgets" in old.get("metadata", {}) and same:
+                kept = kept and prev is not None
+        if kept and "widgets" in old.get("metadata", {}):
             nb["metadata"]["widgets"] = old["metadata"]["widgets"]
         else:
             nb["metadata"].pop("widgets", None)
         _write(nb, target)
-        print(f"{target.relative_to(ROOT)}{'' if same else ' (changed: execute it)'}")
+        print(f"{target.relative_to(ROOT)}{'' if same else ' (sources updated, outputs kept)' if kept else ' (changed: execute it)'}")
     return 1 if bad else 0
 
 
@@ -674,14 +686,15 @@ def english_words(line: str, known: set[str]) -> list[str]:
     or after ``Error:`` / ``出错：`` (a library's own message)."""
     line = re.split(r"\w*Error:|出错：", line)[0]
     line = re.sub(r"“[^”]*”|（[^）]*）|\b[A-Z]\w*\([^()]*\)", " ", line)   # quoted, glossed, an object's repr
-    line = re.sub(r"`[^`]*`|https?://\S+|\S*[_.(\[/\\=~]\S*|\$[^$]*\$|^\s*--- setup", " ", line)
+    line = re.sub(r"`[^`]*`|https?://\S+|\S*\w[_.(\[/\\=~]\S*|\S*[_.(\[/\\=~]\w\S*|\$[^$]*\$|^\s*--- setup",
+                  " ", line)
     found = []
     for m in _WORD.finditer(line):
         w = m.group()
-        if len(w) <= 2 or (w.isupper() and len(w) <= 4) or w.lower() in ALLOWED_WORDS or w in known:
+        if sum(ch.isalpha() for ch in w) <= 2 or (w.isupper() and len(w) <= 4) or w.lower() in ALLOWED_WORDS or w in known:
             continue
         around = line[max(0, m.start() - 3):m.start()] + "|" + line[m.end():m.end() + 3]
-        if re.search(r"[@*+/=-]\s*\||\|\s*[@*+/=]", around):
+        if re.search(r"[@*+/=&|~-]\s*\||\|\s*[@*+/=&|]", around):
             continue   # beside an operator: code ("weights @ v")
         found.append(w)
     return found
@@ -721,7 +734,7 @@ def english_left(nb: dict) -> list[tuple[int, str, str]]:
         src = _code_source(_source(cell))
         for tok in tokenize.generate_tokens(io.StringIO(src).readline):
             if tok.type == tokenize.COMMENT and not _MARKER_COMMENT.match(tok.string.strip()):
-                if english_words(tok.string.lstrip("#"), known):
+                if english_words(re.sub(r"\s*#\s*i18n$", "", tok.string).lstrip("#"), known):
                     found.append((i, "comment", tok.string))
     return found
 
