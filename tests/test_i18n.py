@@ -163,6 +163,43 @@ def test_the_checker_catches_what_it_should():
     assert i18n_check.check_entry(dict(good, flags={"fuzzy"}), terms)
 
 
+# The editing pass of issue 22: each unified term, its old variant (which must fail) and
+# the edited wording (which must pass), as terms.yml enforces them.
+UNIFIED_TERMS = [
+    ("The attention scores grow with $d_k$; so does their spread.",
+     "打分随 $d_k$ 增长，离散程度也随之增长。",
+     "注意力分数随 $d_k$ 增长，分数的离散程度也随之增长。"),
+    ("Scale the scores. Then the scores have unit variance.",
+     "缩放注意力分数。这样分数的方差为 1。",
+     "缩放注意力分数。这样注意力分数的方差为 1。"),
+    ("The induction score of the head is 0.9.", "这个头的归纳分数为 0.9。", "这个头的归纳得分为 0.9。"),
+    ("A fused kernel keeps the tiles in SRAM.", "融合 kernel 把各块保存在 SRAM 中。", "融合内核把各块保存在 SRAM 中。"),
+    ("The loss on the first copy stays above chance.", "第一份拷贝上的损失高于随机猜测。",
+     "第一遍上的损失高于随机猜测。"),
+    ("The padding mask hides the padding keys.", "padding 掩码屏蔽填充键。", "填充掩码屏蔽填充键。"),
+    ("The weights are nearly one-hot.", "权重几乎是 one-hot。", "权重几乎是独热。"),
+    ("The entropy is in nats.", "熵的单位是 nats。", "熵的单位是 nat。"),
+    ("Each device starts with its own key/value block.", "每台设备从自己的键值块开始。",
+     "每台设备从自己的键/值块开始。"),
+    ("The formula gives 819,200 bytes.", "公式给出 819,200 字节。", "公式给出 819200 字节。"),
+    ("It cuts the cache memory by 8x.", "它把缓存显存减少 8 倍。", "它把缓存显存减少到原来的 1/8。"),
+    ("FlashAttention-2 is about 2x faster.", "FlashAttention-2 快约 2 倍。", "FlashAttention-2 的速度约为原来的 2 倍。"),
+    ("`repeat_kv` repeats each head in place: $[a, a, b, b]$.", "`repeat_kv` 在原位重复各个头：$[a, a, b, b]$。",
+     "`repeat_kv` 让每个头紧挨着自己重复：$[a, a, b, b]$。"),
+    ("The heads are tiled ([a, b, a, b]).", "各个头被整体分块平铺（[a, b, a, b]）。", "各个头被整体平铺（[a, b, a, b]）。"),
+    ("FlashAttention processes the scores tile by tile (tiling).", "FlashAttention 平铺处理注意力分数。",
+     "FlashAttention 分块处理注意力分数。"),
+]
+
+
+@pytest.mark.parametrize("english, old, new", UNIFIED_TERMS, ids=[u[1][:12] for u in UNIFIED_TERMS])
+def test_the_unified_terms_are_enforced(english, old, new):
+    terms = i18n_check.load_terms()
+    entry = {"msgid": english, "flags": set()}
+    assert i18n_check.check_entry(dict(entry, msgstr=old), terms), f"terms.yml lets the old variant through: {old}"
+    assert i18n_check.check_entry(dict(entry, msgstr=new), terms) == [], new
+
+
 # ------------------------------------------------------------------ attnlib's language switch
 
 @pytest.fixture()

@@ -12,7 +12,7 @@ For every entry of a ``.po`` file it reports (``file:line: problem``):
   templates);
 - an English sentence copied unchanged instead of translated;
 - the terminology of ``locales/zh_CN/terms.yml``: a required Chinese term missing, a
-  forbidden variant used.
+  forbidden variant (or a ``forbid_pattern`` regular expression) used.
 
 ``tests/test_i18n.py`` runs the same checks; this script is for translators.
 """
@@ -112,6 +112,10 @@ def check_entry(entry: dict, terms: dict, glossary: bool = False) -> list[str]:
     for variant, why in (terms.get("forbid") or {}).items():
         if variant in msgstr:
             problems.append(f"term: {variant!r} is not used ({why})")
+    for pattern, why in (terms.get("forbid_pattern") or {}).items():
+        m = re.search(pattern, chinese)
+        if m:
+            problems.append(f"term: ...{m.group(0).strip()[-20:]!r} is not used ({why})")
     for variant, needs in (terms.get("only_where") or {}).items():
         if variant in msgstr and not re.search(needs, msgid, re.IGNORECASE):
             problems.append(f"term: {variant!r} only where the English says {needs!r}")
