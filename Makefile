@@ -21,22 +21,24 @@ QUICK      := not slow and not system
 NBVAL      := --nbval --nbval-current-env --nbval-cell-timeout=300
 export PYTHONHASHSEED := 0
 
-.PHONY: help venv assets node chromium fonts gettext-tools debs book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt site-en site-zh book-check browser jupyterlab notebooks bench gpu-check freeze clean assignments grading
+.PHONY: help venv assets node chromium fonts gettext-tools debs book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt nbval-zh site-en site-zh book-check browser jupyterlab notebooks notebooks-zh bench gpu-check freeze clean assignments grading
 
 help:
 	@echo "make book       build the website: English in _build/html, Chinese in _build/html/zh"
-	@echo "                (executes every notebook, once per edition)"
+	@echo "                (English notebooks executed; Chinese pages from zh/chapters' stored outputs)"
 	@echo "make check      the quick tests while you work (under 2 minutes): unit, exercise contract,"
 	@echo "                the notebooks' static checks; no build, no browser, no Debian package"
 	@echo "make test       every test (what CI runs): the suites below, in parallel, from a clean build;"
 	@echo "                each suite's log in _build/test-logs/, then a summary"
 	@echo "  make unit       unit, property and exercise tests (with the slow and system ones)"
 	@echo "  make nbval      strict nbval on every chapter; make nbval-alt: again in a second"
-	@echo "                  numerical environment (tools/numerics.py)"
+	@echo "                  numerical environment (tools/numerics.py); make nbval-zh: the Chinese"
+	@echo "                  notebooks (zh/chapters) in both"
 	@echo "  make browser    the site checks (links, offline browser tests) on the last build"
 	@echo "  make jupyterlab the chapters in JupyterLab (headless Chromium, Run All on a temp copy) and the"
 	@echo "                  portable markup on a sample book; screenshots in _build/screenshots/"
-	@echo "make notebooks  re-execute every chapter and store its outputs (after editing one)"
+	@echo "make notebooks  re-execute every chapter and store its outputs (after editing one), then"
+	@echo "                the Chinese notebooks (make notebooks-zh: write zh/chapters, execute them)"
 	@echo "make assignments  the chapters as student notebooks (no solutions) in _build/assignments/{en,zh}"
 	@echo "make bench      run the benchmarks"
 	@echo "make publish    build the site and push it to the gh-pages branch (PUBLISH_REMOTE=origin)"
@@ -85,7 +87,7 @@ assets: $(ASSETS)
 
 # ---- the book ----------------------------------------------------------------------------
 # Both editions: English at _build/html, then the same book in Chinese at _build/html/zh
-# (tools/editions.py: language zh_CN, notebooks executed with ATTNLIB_LANG=zh)
+# (tools/editions.py: language zh_CN, the Chinese notebooks zh/chapters/ with their stored outputs)
 book: book-en book-zh
 	@echo
 	@echo "Built. Open _build/html/index.html in a browser, or serve it:"
@@ -95,22 +97,22 @@ book: book-en book-zh
 book-en: venv assets
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
-book-zh: venv assets fonts
+book-zh: venv assets
 	$(BIN)/python tools/editions.py zh -- -W -n --keep-going
 
 # The site as `make test` builds it, each edition from scratch (an incremental build would
 # leave the warnings of unchanged pages unreported): the English edition renders the
 # notebooks' stored outputs and widget state without executing them, which is sound because
 # strict nbval (make nbval, in the same `make test`) proves that a fresh run reproduces
-# them; the Chinese edition executes its notebooks (their outputs are translated).
+# them; so does the Chinese edition from the Chinese notebooks' (make nbval-zh checks them).
 site-en: venv assets
 	@mkdir -p _build/html
 	find _build/html -mindepth 1 -maxdepth 1 ! -name zh -exec rm -rf {} +
 	rm -rf _build/.doctrees _build/jupyter_execute
 	$(BIN)/python tools/editions.py en-stored -- -W -n --keep-going
 
-site-zh: venv assets fonts
-	rm -rf _build/zh-build _build/html/zh
+site-zh: venv assets
+	rm -rf _build/zh-build _build/zh-src _build/html/zh
 	$(BIN)/python tools/editions.py zh -- -W -n --keep-going
 
 book-check: site-en site-zh
@@ -160,6 +162,12 @@ nbval: venv
 nbval-alt: venv
 	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) chapters
 
+# the Chinese notebooks (zh/chapters, which switch attnlib to Chinese themselves), strict
+# nbval in both numerical environments; their figures need the CJK font
+nbval-zh: venv fonts
+	$(BIN)/python -m pytest -q $(NBVAL) zh/chapters
+	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) zh/chapters
+
 browser: venv chromium
 	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(JOBS) $(SITE_TESTS)
 
@@ -177,7 +185,7 @@ jupyterlab: venv chromium assets
 # tools/suites.py prints a summary naming the failed ones (and fails if one did).
 # To add a suite: write its target, then add its name here (and if its tests live under
 # tests/, add them to SEPARATE so that `make unit` does not run them too).
-SUITES := site-zh site-en browser nbval nbval-alt unit jupyterlab
+SUITES := site-zh site-en browser nbval nbval-alt nbval-zh unit jupyterlab
 # a suite that needs another's result waits for it (the site tests need both editions)
 suite-browser: suite-site-en suite-site-zh
 TEST_JOBS ?= 3
@@ -196,6 +204,14 @@ suite-%:
 # ---- more -------------------------------------------------------------------------------
 notebooks: venv
 	$(BIN)/python tools/run_notebooks.py
+	@$(MAKE) --no-print-directory notebooks-zh
+
+# The Chinese notebooks: zh/chapters/*.ipynb written from the chapters and the catalogues
+# (tools/zh_notebooks.py; it fails on a text without a translation), then executed with
+# ATTNLIB_LANG=zh, one at a time (chapter 7 trains: up to ~2 min)
+notebooks-zh: venv fonts
+	$(BIN)/python tools/zh_notebooks.py
+	ATTNLIB_LANG=zh ATTNLIB_I18N_STRICT=1 $(BIN)/python tools/run_notebooks.py --max-seconds 180 zh/chapters/*.ipynb
 
 # Teaching (appendix/teaching.md): the chapters as student notebooks, without solutions
 # or answers, executed once; then `python -m attnlib.grade SUBMISSIONS/ --out REPORT/`

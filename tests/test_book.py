@@ -448,5 +448,114 @@ def test_chinese_mistake_catalogue_lists_every_known_mistake():
     text = text.translate(norm)
     exercises = importlib.import_module("attnlib.exercises").EXERCISES
     missing = [f"{ex.name}: {m.title}" for ex in exercises.values() for m in ex.mistakes
-               if " ".join((zh.lookup(m.title) or "\0").rstrip("。.").translate(norm).split()) not in text]
+               if " ".join((zh.get(m.title) or "\0").rstrip("。.").translate(norm).split()) not in text]
     assert not missing, f"mistakes missing from the Chinese misconceptions appendix: {missing[:10]}"
+
+
+def _zh_chapter_pages(pages) -> list[str]:
+    return sorted(n for n in pages if n.startswith(ZH + "chapters/"))
+
+
+def test_chinese_pages_launch_and_download_the_chinese_notebook(pages):
+    """Every Chinese chapter's Binder, Colab and JupyterHub buttons open zh/chapters/<stem>.ipynb
+    of the repository, and its download button gives that notebook (the English pages'
+    buttons give the English one)."""
+    chapters = _zh_chapter_pages(pages)
+    if not chapters:
+        pytest.fail("no Chinese chapter was built (`make book` builds both editions)")
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    hosts = {urllib.parse.urlsplit(cfg["launch_buttons"][k]).hostname: k
+             for k in ("binderhub_url", "colab_url", "jupyterhub_url") if cfg["launch_buttons"].get(k)}
+    wrong = []
+    for name in chapters:
+        stem = pathlib.PurePosixPath(name).stem
+        for page, chinese in ((name, True), (name[len(ZH):], False)):
+            if page not in pages:
+                continue
+            for host, key in hosts.items():
+                links = [urllib.parse.unquote(h) for h in pages[page].links if urllib.parse.urlsplit(h).hostname == host]
+                if not links or not all(f"chapters/{stem}.ipynb" in h and (f"zh/chapters/{stem}.ipynb" in h) == chinese
+                                        for h in links):
+                    wrong.append(f"{page}: {key} opens {links}, not {'zh/' if chinese else ''}chapters/{stem}.ipynb")
+        downloads = [h for h in pages[name].links if h.endswith(f"_sources/chapters/{stem}.ipynb")]
+        if not downloads:
+            wrong.append(f"{name}: no download link to its notebook")
+            continue
+        served = (SITE / name).parent / downloads[0]
+        if not served.is_file() or served.read_bytes() != (ROOT / "zh" / "chapters" / f"{stem}.ipynb").read_bytes():
+            wrong.append(f"{name}: the download button gives {served.relative_to(SITE)}, not zh/chapters/{stem}.ipynb")
+    assert not wrong, "\n".join(wrong[:20])
+
+
+class _OutputsAndComments(html.parser.HTMLParser):
+    """Per code cell of a page: the text of its input, its output lines and its comments."""
+
+    VOID = {"br", "img", "input", "meta", "link", "hr", "source", "wbr"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.cells: list[dict] = []
+        self._stack: list[set] = []   # the classes of each open element
+        self._skip = 0
+
+    def _inside(self, cls: str) -> bool:
+        return any(cls in c for c in self._stack)
+
+    def handle_starttag(self, tag, attrs):
+        classes = set((dict(attrs).get("class") or "").split())
+        if "cell" in classes and tag == "div":
+            self.cells.append({"input": "", "outputs": [""], "comments": []})
+        if tag in ("script", "style"):
+            self._skip += 1
+        if self.cells and self._inside("cell_output") and tag in ("br", "p", "div", "li", "tr", "pre", "summary"):
+            self.cells[-1]["outputs"].append("")
+        if {"c", "c1", "ch", "cm"} & classes and self.cells:
+            self.cells[-1]["comments"].append("")
+        if tag not in self.VOID:
+            self._stack.append(classes)
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style"):
+            self._skip = max(0, self._skip - 1)
+        if tag not in self.VOID and self._stack:
+            self._stack.pop()
+        if self.cells and self._inside("cell_output") and tag in ("p", "div", "li", "tr", "summary"):
+            self.cells[-1]["outputs"].append("")
+
+    def handle_data(self, data):
+        if self._skip or not self.cells:
+            return
+        cell = self.cells[-1]
+        if self._inside("cell_input"):
+            cell["input"] += data
+            if any({"c", "c1", "ch", "cm"} & c for c in self._stack) and cell["comments"]:
+                cell["comments"][-1] += data
+        elif self._inside("cell_output"):
+            parts = data.split("\n")
+            cell["outputs"][-1] += parts[0]
+            cell["outputs"] += parts[1:]
+
+
+def test_chinese_pages_print_and_comment_in_chinese(pages):
+    """No printed line, output or code comment of a Chinese chapter page has English words
+    (outside code, identifiers, numbers and tools/zh_notebooks.ALLOWED_WORDS)."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tools"))
+    import zh_notebooks
+
+    chapters = _zh_chapter_pages(pages)
+    if not chapters:
+        pytest.fail("no Chinese chapter was built (`make book` builds both editions)")
+    left = []
+    for name in chapters:
+        nb = json.loads((ROOT / "zh" / "chapters" / (pathlib.PurePosixPath(name).stem + ".ipynb")).read_text())
+        known = zh_notebooks._identifiers(nb)
+        found = _OutputsAndComments()
+        found.feed((SITE / name).read_text(encoding="utf-8", errors="replace"))
+        lines = []
+        for cell in found.cells:   # a cell that prints attnlib's source shows code, not prose
+            lines += [] if "getsource(" in cell["input"] else [("output", line) for line in cell["outputs"]]
+            lines += [("comment", c) for c in cell["comments"] if not zh_notebooks._MARKER_COMMENT.match(c.strip())]
+        left += [f"{name} {kind}: {line.strip()[:120]}" for kind, line in lines
+                 if line.strip() and zh_notebooks.english_words(html.unescape(line.lstrip("# ")), known)]
+    assert not left, f"{len(left)} lines with English on the Chinese pages:\n" + "\n".join(left[:40])

@@ -355,19 +355,21 @@ def test_chinese_figures_have_a_cjk_font():
 
 # ------------------------------------------------------------------ the extractor
 
-def test_extractor_finds_figure_quiz_and_marked_text_in_a_cell():
+def test_extractor_finds_figure_quiz_printed_and_marked_text_in_a_cell():
+    import zh_notebooks  # the chapters' code cells are read by tools/zh_notebooks.py
+
     cell = '''
 names = ["previous token", "uniform"]  # i18n
 fig, ax = plt.subplots()
 ax.set_title(f"head {i}: {names[i]}", fontsize=9)
 ax.plot(x, y, "o-", color="C1", label="fitted slope")
 al.quiz.question("Why?", [("Because.", True, "It is so."), ("No", False, "Not so.")])
-print("printed text is not collected")
+print("printed text too")  # and comments
 '''
-    found = {t.text: t.fields for t, _ in i18n_extract.from_notebook_cell(cell)}
-    assert found == {"previous token": False, "uniform": False, "head {i}: {names_i}": True,
+    found = {m: f for m, f, _, _ in zh_notebooks.code_messages(cell)}
+    assert found == {"previous token": False, "uniform": False, "head {i}: {names[i]}": True,
                      "fitted slope": False, "Why?": False, "Because.": False, "It is so.": False, "No": False,
-                     "Not so.": False}, found
+                     "Not so.": False, "printed text too": False, "and comments": False}, found
 
 
 @pytest.mark.system  # a CJK font (Debian's fonts-wqy-microhei)

@@ -10,11 +10,17 @@ The English edition is the plain ``jupyter-book build .`` (``make book`` runs it
 ``en-stored`` builds it without executing the notebooks, from the outputs stored in them
 (``make test`` does, after strict nbval has shown that a fresh run reproduces them).
 The Chinese edition is the same book with ``language: zh_CN``: Sphinx takes every
-paragraph, heading, table cell and caption from ``locales/zh_CN/LC_MESSAGES/``, and the
-notebooks are executed with ``ATTNLIB_LANG=zh`` so that what attnlib prints (quizzes,
-checker verdicts, explorer labels, figure titles) is Chinese too, taken from
-``attnlib/locales/zh_CN/LC_MESSAGES/``. ``ATTNLIB_I18N_STRICT=1`` makes a text without a
-translation an error, so the build (``-W``) fails instead of showing English.
+paragraph, heading, table cell and caption from ``locales/zh_CN/LC_MESSAGES/``. Its chapters
+are the Chinese notebooks ``zh/chapters/*.ipynb`` (``tools/zh_notebooks.py`` writes them;
+comments and printed text in Chinese, executed with ``ATTNLIB_LANG=zh``, outputs stored and
+checked by strict nbval), rendered from their stored outputs without executing anything.
+Each page is built from its Chinese notebook's code cells and outputs with the English
+chapter's markdown cells, which Sphinx translates from the same catalogues that wrote the
+notebook's prose, so that section ids (the links into a chapter) are the English edition's.
+The page's launch buttons (Binder, Colab, JupyterHub) open ``zh/chapters/...`` in the
+repository (``repository: path_to_book: zh``) and its download button gives the Chinese
+notebook itself. ``ATTNLIB_I18N_STRICT=1`` makes a text without a translation an error, so
+the build (``-W``) fails instead of showing English.
 
 Both builds read the same ``_config.yml``; this script writes a derived copy under
 ``_build/`` (paths made absolute, the edition's settings added) and passes it to
@@ -23,6 +29,7 @@ Both builds read the same ``_config.yml``; this script writes a derived copy und
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import shutil
@@ -39,11 +46,15 @@ ZH = {
     "title": "自注意力：用代码实测",
     "language": "zh_CN",
     "path": "zh",              # under _build/html/
+    "notebooks": "zh",         # the Chinese notebooks: zh/chapters/*.ipynb in the repository
 }
+# what the Chinese build's source tree links to (everything of the book but the chapters)
+STAGE_SKIP = {".git", ".venv", "_build", "node_modules", "chapters", ZH["notebooks"]}
 
 
 def derived_config(*, execute: str | None = None, language: str | None = None,
-                   title: str | None = None, name: str | None = None) -> pathlib.Path:
+                   title: str | None = None, name: str | None = None,
+                   path_to_book: str | None = None) -> pathlib.Path:
     """Write ``_build/_config.<name>.yml``: ``_config.yml`` with absolute paths (a config
     file outside the book's root resolves relative paths from its own folder) and the
     given overrides. ``name`` defaults to the language, or "gettext" when not executing
@@ -64,6 +75,8 @@ def derived_config(*, execute: str | None = None, language: str | None = None,
         cfg["language"] = language
     if title is not None:
         config["title"] = title
+    if path_to_book is not None:   # where the launch buttons find a page's notebook
+        config.setdefault("repository", {})["path_to_book"] = path_to_book
     name = name or language or ("gettext" if execute == "off" else "custom")
     path = BUILD / f"_config.{name}.yml"
     BUILD.mkdir(exist_ok=True)
@@ -140,13 +153,42 @@ def update_po() -> int:
     return 0
 
 
+def stage_zh_sources() -> pathlib.Path:
+    """``_build/zh-src/``: the book's sources (links to them) with each chapter replaced by
+    its Chinese notebook's code cells and stored outputs under the English chapter's
+    markdown cells (translated by Sphinx, with the English edition's section ids)."""
+    src = BUILD / "zh-src"
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir(parents=True)
+    for entry in sorted(ROOT.iterdir()):
+        if entry.name not in STAGE_SKIP:
+            (src / entry.name).symlink_to(entry)
+    (src / "chapters").mkdir()
+    for en_path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        zh_path = ROOT / ZH["notebooks"] / "chapters" / en_path.name
+        en = json.loads(en_path.read_text(encoding="utf-8"))
+        nb = json.loads(zh_path.read_text(encoding="utf-8")) if zh_path.exists() else {"cells": []}
+        kinds = lambda book: [c["cell_type"] for c in book["cells"]]  # noqa: E731
+        if kinds(en) != kinds(nb):
+            raise SystemExit(f"{zh_path.relative_to(ROOT)} does not match {en_path.relative_to(ROOT)}: "
+                             f"run `make notebooks` (tools/zh_notebooks.py, then execute it)")
+        for zh_cell, en_cell in zip(nb["cells"], en["cells"]):
+            if zh_cell["cell_type"] == "markdown":
+                zh_cell["source"] = en_cell["source"]
+        (src / "chapters" / en_path.name).write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    return src
+
+
 def build_zh(extra: list[str]) -> int:
-    """Build the Chinese edition into ``_build/html/zh``."""
-    config = derived_config(language=ZH["language"], title=ZH["title"])
+    """Build the Chinese edition into ``_build/html/zh`` from the Chinese notebooks'
+    stored outputs (executing nothing)."""
+    config = derived_config(execute="off", language=ZH["language"], title=ZH["title"],
+                            path_to_book=ZH["notebooks"])
+    src = stage_zh_sources()
     work = BUILD / "zh-build"
     env = dict(os.environ, ATTNLIB_LANG="zh")
     env.setdefault("ATTNLIB_I18N_STRICT", "1")  # a missing translation fails the build
-    rc = subprocess.call([jupyter_book(), "build", str(ROOT), "--config", str(config),
+    rc = subprocess.call([jupyter_book(), "build", str(src), "--config", str(config),
                           "--path-output", str(work), *extra], cwd=ROOT, env=env)
     if rc:
         return rc
@@ -154,6 +196,9 @@ def build_zh(extra: list[str]) -> int:
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(work / "_build" / "html", target)
+    # the download button gives the page's source: the Chinese notebook itself (prose and all)
+    for nb in sorted((ROOT / ZH["notebooks"] / "chapters").glob("*.ipynb")):
+        shutil.copyfile(nb, target / "_sources" / "chapters" / nb.name)
     # GitHub Pages serves the site's root 404.html for every missing address, zh/ included;
     # a second one under zh/ would never be served (and its absolute links are the root's)
     (target / "404.html").unlink(missing_ok=True)

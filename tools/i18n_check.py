@@ -91,6 +91,8 @@ def check_entry(entry: dict, terms: dict, glossary: bool = False) -> list[str]:
         problems.append("starts like a list item, heading or quote, so Sphinx would not use it: "
                         "escape the marker (1\\. ..., \\- ...)")
     english = prose(msgid)
+    if "python-brace-format" in entry.get("flags", ()):  # a field's expression is code, not English
+        english = re.sub(r"\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}", " ", english)
     words = _WORD.findall(english)
     display_math = "$" not in msgid and re.search(r"\\[a-zA-Z]+", msgid) and msgstr == msgid
     if not display_math and not _CJK.search(prose(msgstr)) and len(words) > (6 if glossary else 3):
@@ -119,7 +121,7 @@ def check_file(path: pathlib.Path, terms: dict | None = None) -> list[str]:
     with open(path, "rb") as f:
         catalog = read_po(f)
     for m in catalog:
-        entry = {"msgid": m.id, "msgstr": m.string}
+        entry = {"msgid": m.id, "msgstr": m.string, "flags": set(m.flags)}
         for problem in check_entry(entry, terms, path.name == "glossary.po") if m.id else ():
             short = m.id.replace("\n", " ")
             short = short if len(short) <= 70 else short[:67] + "..."

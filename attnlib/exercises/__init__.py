@@ -9,12 +9,12 @@ trusted side, :mod:`attnlib.exercises._worker` for the untrusted side and
 it started still runs.
 """
 from ._core import (ATTENTION_SHORTCUTS, EXERCISES, MULTIHEAD_SHORTCUTS, SOFTMAX_SHORTCUTS, Case, CheckResult,
-                    Exercise, Mistake, check, check_solution, displayed_hint, hint, register)
+                    Exercise, Mistake, check, check_solution, displayed_hint, hint, mistakes, register)
 from . import ch01_motivation, ch02_qkv, ch03_scaling, ch04_masking, ch05_multihead, ch06_complexity  # noqa: F401,E402
 from . import ch07_learning  # noqa: F401,E402
 from . import ch08_inference  # noqa: F401,E402
 
-__all__ = ["check", "check_solution", "hint", "EXERCISES", "Exercise", "Mistake", "Case", "CheckResult", "register",
+__all__ = ["check", "check_solution", "hint", "mistakes", "EXERCISES", "Exercise", "Mistake", "Case", "CheckResult", "register",
            "displayed_hint", "SOFTMAX_SHORTCUTS", "ATTENTION_SHORTCUTS", "MULTIHEAD_SHORTCUTS"]
 
 # A learner's progress (attnlib.progress): check() notes a pass of the learner's own function;

@@ -416,6 +416,31 @@ def check_solution(name: str, fn: Callable, seed: int | None = None) -> CheckRes
     return _checked(name, fn, seed, solution=True)
 
 
+def mistakes(name: str) -> list[str]:
+    """The known mistakes that the checker of exercise ``name`` recognises, by title, in
+    the current language (:func:`attnlib.set_language`), in the order it tries them.
+
+    Args:
+        name: an exercise name (a key of :data:`EXERCISES`).
+
+    Returns:
+        a list of str, one title per catalogued :class:`Mistake`.
+
+    Raises:
+        KeyError: ``name`` is not an exercise (the message lists the exercises).
+
+    Example::
+
+        >>> for title in al.exercises.mistakes("softmax"):
+        ...     print("-", title)
+    """
+    ex = EXERCISES.get(name) if isinstance(name, str) else None
+    if ex is None:
+        raise KeyError(f"mistakes(name): no exercise is named {name!r}; pass one of "
+                       f"{', '.join(sorted(EXERCISES))}")
+    return [_(m.title) for m in ex.mistakes]
+
+
 def _checked(name, fn, seed, *, solution: bool) -> CheckResult:
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings(), contextlib.redirect_stdout(_Sink()), \

@@ -89,12 +89,16 @@ class PageLog:
 
 @pytest.fixture()
 def open_page(browser, base_url):
-    """``open_page(path, viewport=None) -> (page, log)``: a fresh offline context per page,
-    1280 x 900 unless ``viewport`` says otherwise (``{"width": 390, "height": 844}``)."""
+    """``open_page(path, viewport=None, mobile=False) -> (page, log)``: a fresh offline
+    context per page, 1280 x 900 unless ``viewport`` says otherwise (``{"width": 390,
+    "height": 844}``); ``mobile`` emulates a phone (a page wider than the screen is then
+    shown zoomed out, as a phone does, instead of scrolling)."""
     contexts = []
 
-    def _open(path: str, viewport: dict | None = None):
-        context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900}, service_workers="block")
+    def _open(path: str, viewport: dict | None = None, mobile: bool = False):
+        context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900}, service_workers="block",
+                                      **({"is_mobile": True, "has_touch": True, "device_scale_factor": 3}
+                                         if mobile else {}))
         contexts.append(context)
         log = PageLog()
 

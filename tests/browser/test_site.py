@@ -188,15 +188,35 @@ def test_page_fits_a_phone(open_page, site, path):
     """At 390 px (a phone held upright) the page is no wider than the screen, with every
     hidden answer open: long inline code, formulas, tables and figures wrap, shrink or
     scroll inside their own box (site_assets/attnlib-site.css)."""
-    page, log = open_page(path, viewport=PHONE)
+    page, log = open_page(path, viewport=PHONE, mobile=True)
     problems = _settle(page)
     page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
     page.wait_for_timeout(100)
-    width = page.evaluate("() => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)")
+    # a phone shows a page wider than its screen zoomed out: the layout viewport
+    # (innerWidth) grows with it, so every measure counts
+    width = page.evaluate("() => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth, "
+                          "window.innerWidth, document.documentElement.clientWidth)")
     if width > PHONE["width"]:
-        problems.append(f"the page is {width} px wide on a {PHONE['width']} px screen (it scrolls sideways); "
-                        f"what sticks out: {page.evaluate(WIDER_THAN_SCREEN)}")
+        problems.append(f"the page is {width} px wide on a {PHONE['width']} px screen (it scrolls sideways "
+                        f"or shows zoomed out); what sticks out: {page.evaluate(WIDER_THAN_SCREEN)}")
+    # the header's buttons (download, launch, the other edition's link) are all on the screen,
+    # not pushed past its edge or clipped there
+    outside = page.evaluate(HEADER_BUTTONS_OUTSIDE, PHONE["width"])
+    if outside:
+        problems.append(f"header buttons end past the {PHONE['width']} px screen: {outside}")
     assert not problems, f"{path}:\n  " + "\n  ".join(problems)
+
+
+HEADER_BUTTONS_OUTSIDE = """(W) => {
+    const out = [];
+    for (const e of document.querySelectorAll('.header-article-items__end .btn, .header-article-items__end a')) {
+        const r = e.getBoundingClientRect();
+        if (r.width > 0 && r.right > W + 1) {
+            out.push(`${(e.getAttribute('title') || e.textContent || '').trim().slice(0, 30)} ends at ${Math.round(r.right)} px`);
+        }
+    }
+    return out.slice(0, 5);
+}"""
 
 
 def _read(path: str) -> str:
@@ -210,7 +230,7 @@ def _verdicts(page) -> tuple[str, str]:
     if page.evaluate("() => document.documentElement.lang").lower().startswith("zh"):
         from attnlib.i18n import catalogue
         zh = catalogue("zh")
-        return zh.lookup("Correct."), zh.lookup("Not quite.")
+        return zh.get("Correct."), zh.get("Not quite.")
     return "Correct.", "Not quite."
 
 
