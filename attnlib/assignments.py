@@ -19,8 +19,9 @@ Each chapter notebook is copied with:
   works; the prose that promised a hidden solution says what the assignment does instead,
   and a note at the top tells the student what to do and hand in;
 - in Chinese (``--lang zh``), the prose from the book's catalogues
-  (``locales/zh_CN/LC_MESSAGES/chapters/``), the questions and everything attnlib prints
-  from attnlib's; code stays as it is.
+  (``locales/zh_CN/LC_MESSAGES/chapters/``), the code cells from the Chinese notebook
+  (``zh/chapters/``: comments, printed text, quizzes and figure text in Chinese, the code
+  itself unchanged) and everything attnlib prints from attnlib's.
 
 Then each notebook is executed once on a fresh kernel (``ATTNLIB_LANG`` set to its
 language), so it opens clean: figures drawn, every check saying "not attempted", no
@@ -141,6 +142,24 @@ def _prose_catalogue(chapter: pathlib.Path, lang: str) -> dict[str, str]:
         raise FileNotFoundError(f"{po} is missing: the Chinese assignment of {chapter.name} takes its prose "
                                 "from the book's catalogue (run it from the course repository)")
     return translations(po)
+
+
+def _translated_code(chapter: pathlib.Path, nb: dict, lang: str) -> list[str]:
+    """The source of each cell of ``nb`` as the assignment shows its code: the chapter's own
+    in English; in Chinese, the Chinese notebook's (``zh/chapters/``, written by
+    ``make notebooks-zh``: comments, printed text, quizzes and figure text in Chinese, the
+    code unchanged), cell for cell."""
+    own = ["".join(c["source"]) for c in nb["cells"]]
+    if lang == "en":
+        return own
+    path = chapter.parents[1] / lang / "chapters" / chapter.name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: the Chinese assignment of {chapter.name} takes its code "
+                                "from the Chinese notebook (run `make notebooks-zh` in the course repository)")
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    if [c["cell_type"] for c in cells] != [c["cell_type"] for c in nb["cells"]]:
+        raise ValueError(f"{path} does not have the cells of {chapter}: run `make notebooks-zh` again")
+    return ["".join(c["source"]) for c in cells]
 
 
 class _Prose:
@@ -279,6 +298,7 @@ def build(chapter: pathlib.Path, lang: str = "en") -> tuple[dict, dict]:
     from .i18n import set_language
     chapter = pathlib.Path(chapter)
     nb = json.loads(chapter.read_text(encoding="utf-8"))
+    code = _translated_code(chapter, nb, lang)
     before = get_language()
     set_language(lang)
     try:
@@ -289,7 +309,7 @@ def build(chapter: pathlib.Path, lang: str = "en") -> tuple[dict, dict]:
             src = "".join(cell["source"])
             if cell["cell_type"] == "code" and "check_solution(" in src:
                 solutions |= set(re.findall(r"^def (\w+_solution)\(", src, flags=re.M))
-        for cell in nb["cells"]:
+        for cell, src_shown in zip(nb["cells"], code):
             src = "".join(cell["source"])
             if cell["cell_type"] == "markdown":
                 text, dropped = prose.rewrite(src)
@@ -308,13 +328,13 @@ def build(chapter: pathlib.Path, lang: str = "en") -> tuple[dict, dict]:
                     cells.pop()
                 continue
             if ".quiz.question(" in src:
-                new = _quiz_cells(src, report["questions"] + 1, lang)
+                new = _quiz_cells(src_shown, report["questions"] + 1, lang)
                 report["questions"] += len(new) // 2
                 cells += new
                 continue
             keep = {k: v for k, v in cell["metadata"].items() if k in ("tags",)}
             cells.append({"cell_type": "code", "metadata": keep, "execution_count": None, "outputs": [],
-                          "source": src})
+                          "source": src_shown})
         banner = {"cell_type": "markdown", "metadata": {"tags": ["assignment-note"]}, "source": "> " + _(BANNER)}
         heading = 1 if cells and cells[0]["cell_type"] == "markdown" else 0
         cells.insert(heading, banner)

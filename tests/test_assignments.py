@@ -74,12 +74,13 @@ def _needles(path: pathlib.Path, lang: str) -> list[str]:
         po = translations(ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters" / f"{path.stem}.po")
         answers = [po[a] for a in answers]
     needles += answers
-    set_language(lang)
-    try:
-        for q in course.questions(path):  # a quiz's feedback tells which choice is right
-            needles += [tr(c[2]) for c in q.choices if len(c) > 2 and len(c[2]) > 12]
-    finally:
-        set_language("en")
+    # a quiz's feedback tells which choice is right: the Chinese assignment's quizzes come
+    # from the Chinese notebook, so its feedback is the needle there
+    shown = path if lang == "en" else ROOT / lang / "chapters" / path.name
+    for q in course.questions(shown):
+        needles += [c[2] for c in q.choices if len(c) > 2 and len(c[2]) > 12 and "{…}" not in c[2]]
+        needles += [part for c in q.choices if len(c) > 2 and "{…}" in c[2]
+                    for part in c[2].split("{…}") if len(part.strip()) > 12]
     needles.append("al.quiz.question(")
     return [_squash(n) for n in needles]
 
@@ -131,6 +132,23 @@ def test_chinese_assignment_prose_is_all_translated(built, stem):
     untranslated = [c for c in md_zh if re.search(r"[A-Za-z]{4,} [a-z]{3,} [a-z]{3,} [a-z]{3,}",
                                                   re.sub(r"\$[^$]*\$|`[^`]*`|\]\([^)]*\)", "", "".join(c["source"])))]
     assert not untranslated, f"English prose left in the Chinese assignment: {untranslated[0]['source'][:3]}"
+
+
+@pytest.mark.parametrize("stem", sorted(CHAPTERS))
+def test_chinese_assignment_code_says_everything_in_chinese(built, stem):
+    # its code cells come from the Chinese notebook: comments, printed text and quizzes in
+    # Chinese (the English chapter's f-string texts are not translated at run time)
+    import sys
+    sys.path.insert(0, str(ROOT / "tools"))
+    import zh_notebooks
+
+    nb, _report = built[stem, "zh"]
+    left = zh_notebooks.english_left(nb)
+    assert not left, f"{stem}: English left in the Chinese assignment's code: {left[:5]}"
+    quiz = "".join("".join(c["source"]) for c in nb["cells"] if "al.assignments.answer(" not in "".join(c["source"])
+                   and re.search(r"^\*\*[A-H]\.\*\*", "".join(c["source"]), re.M))
+    assert not re.search(r"[A-Za-z]{4,} [a-z]{3,} [a-z]{3,}", re.sub(r"\$[^$]*\$|`[^`]*`", "", quiz)), \
+        f"{stem}: a question of the Chinese assignment is in English"
 
 
 def test_a_question_whose_summary_asks_keeps_the_question(built):
