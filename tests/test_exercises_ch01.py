@@ -288,3 +288,17 @@ def test_soft_lookup_float32_torch_passes_on_every_draw():
         return torch.softmax(s - s.amax(-1, keepdim=True), -1) @ v
     # torch.softmax is fine here: soft_lookup's answer is the whole lookup, not the softmax
     assert not passes_every_seed(EXERCISES["soft_lookup"], f32, seeds=range(10))
+
+
+def test_layers_needed_mistakes_are_told_apart_on_every_seed():
+    # the cases vary per check: on every seed, each catalogued mistake must be named as
+    # itself (counting dilations from b once passed for "windows without overlap" on 4% of seeds)
+    from attnlib.exercises import EXERCISES, _judge
+
+    ex = EXERCISES["layers_needed"]
+    for seed in range(300):
+        cases = ex.all_cases(seed)
+        for m in ex.mistakes:
+            outcomes = [_judge._outcome(m.fn, c) for c in cases]  # as the worker sends them back
+            named = next((x.key for x in ex.mistakes if _judge._reproduces(x, outcomes, cases, ex)), None)
+            assert named == m.key, f"seed {seed}: {m.key} is named {named}"

@@ -315,6 +315,11 @@ def _ln_log_for_plain(n, kernel_size, dilation_base=1):
     return layers
 
 
+_SEPARATES_DILATION_FROM_B = [n for n in range(10, 81)
+                              if _ln_dilation_from_b(n, 3, 3) not in (layers_needed_reference(n, 3, 3),
+                                                                      _ln_no_overlap_dilated_only(n, 3, 3))]
+
+
 def _ln_cases(rng):
     """Plain cases of both kinds ((n - 1) a multiple of k - 1 or not), dilated ones with b = k
     and b != k, exact powers, and one of the three lengths where a float log rounds the
@@ -325,12 +330,16 @@ def _ln_cases(rng):
     m_pow = r(2, 4)
     float_trap = [(125, 5, 5), (156, 6, 5), (216, 6, 6)][r(0, 2)]
     p2 = r(5, 9)
+    # a length where counting the dilations from b instead of 1 gives an answer of its own
+    # (neither the right one nor that of windows added without overlap), so the two
+    # mistakes are told apart on every seed (53 of the lengths 10..80)
+    n_dilated = int(rng.choice(_SEPARATES_DILATION_FROM_B))
     grid = [((2, 3), N_("two tokens, kernel 3")),
             ((n_even, 3), _("n = {n}, kernel 3").format(n=n_even)),
             ((n_exact, 5), _("n = {n}, kernel 5: the window covers exactly n").format(n=n_exact)),
             ((r(20, 200), 2), N_("kernel 2, one more position per layer")),
             ((1, r(2, 5)), N_("a single token: no layer needed")),
-            ((r(10, 80), 3, 3), N_("kernel 3, dilations 1, 3, 9, …")),
+            ((n_dilated, 3, 3), N_("kernel 3, dilations 1, 3, 9, …")),
             (float_trap, N_("a length where a float logarithm rounds up: the window of exactly 3 layers")),
             ((5 ** m_pow + 1, 5, 5), N_("one more than a power of 5, kernel 5, dilations 1, 5, 25, …")),
             ((r(300, 3000), 3, 3), N_("a long sequence, kernel 3, dilations 1, 3, 9, …")),
