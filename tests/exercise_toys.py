@@ -1,6 +1,10 @@
 """A tiny exercise ("return 2 x") for the checker's own tests, registered for one test."""
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+
 import numpy as np
 
 from attnlib.exercises import EXERCISES, Exercise, register
@@ -28,3 +32,19 @@ def toys(default_name: str, **defaults):
     yield make
     for name in made:
         EXERCISES.pop(name, None)
+
+
+@contextlib.contextmanager
+def interrupt_after(seconds: float):
+    """Press the notebook's "interrupt" button after ``seconds``: SIGINT to the main thread,
+    with Python's KeyboardInterrupt handler installed as in a kernel (a process started in
+    the background by a shell, such as a test runner's, inherits SIGINT ignored)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(seconds, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
+        signal.signal(signal.SIGINT, before)

@@ -14,7 +14,6 @@ tests/test_exercise_untrusted.py.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -27,7 +26,7 @@ import torch
 
 from attnlib.exercises import EXERCISES, Case, Mistake, check
 from attnlib.exercises import _running
-from exercise_toys import toys
+from exercise_toys import interrupt_after, toys
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -156,13 +155,8 @@ def test_kernel_interrupt_during_a_check_leaves_nothing_running(toy, mode):
         while True:
             pass
 
-    timer = threading.Timer(0.5, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            check("leak_double", spin)
-    finally:
-        timer.cancel()
+    with interrupt_after(0.5), pytest.raises(KeyboardInterrupt):
+        check("leak_double", spin)
     assert_nothing_keeps_running()
     _next_check_passes_at_once()
 
