@@ -373,3 +373,55 @@ def test_values_survive_the_wire_exactly():
             assert a == b and type(a) is type(b)
     bf = _wire.decode_value(_wire.encode_value(torch.tensor([1.0, 2.0], dtype=torch.bfloat16)))
     assert type(bf).__name__ == "BFloat16Values" and list(bf) == [1.0, 2.0]
+
+
+# --------------------------------------------------------------------------- frames that arrive together
+
+def _worker_reading(frames: list[bytes]):
+    """A Worker connected to a pipe that already holds ``frames`` (written at once, as a
+    worker's frames are found when the checker wakes late on a busy machine), with a
+    sleeping child standing in for its guard."""
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    r, w = os.pipe()
+    for frame in frames:
+        _wire.write_frame(w, frame)
+    worker = _running.Worker(_double)
+    worker._connect(stand_in.pid, os.open(os.devnull, os.O_WRONLY), r)
+    return worker, stand_in, w
+
+
+def test_frames_read_together_are_each_used_in_turn():
+    """A spawned worker's "ready" and its guard's "started" frame, read in one go: the
+    second is kept for the next wait (it was dropped, and the check waited 120 s for it)."""
+    ready = json.dumps({"attnlib": "ready", "ok": True, "pid": 1}).encode()
+    started = json.dumps({"attnlib": "started", "worker": 4242}).encode()
+    worker, stand_in, w = _worker_reading([ready, started])
+    try:
+        t0 = time.perf_counter()
+        assert worker._wait(None, 5.0, None, ready=True) == (ready, None)
+        assert worker._wait(None, 5.0, None, ready=True) == (started, None)
+        assert time.perf_counter() - t0 < 1.0
+    finally:
+        worker.close()
+        os.close(w)
+        stand_in.wait()
+
+
+def test_a_worker_that_ends_right_after_its_reply_is_a_crash_on_the_next_call():
+    """A reply and the guard's "ended" frame read together: the next request is told at
+    once that the worker crashed, not left to run into its time limit."""
+    reply = _wire.reply("r1", [], 4242).encode()
+    ended = json.dumps({"attnlib": "ended", "status": 9}).encode()
+    worker, stand_in, w = _worker_reading([reply, ended])
+    worker.pid = worker.last_pid = 4242
+    try:
+        got = worker._wait("r1", 5.0, None)
+        assert got[0] == reply
+        t0 = time.perf_counter()
+        out = worker._wait("r2", 5.0, None)
+        assert isinstance(out, _wire.Outcome) and out.status == "crashed", out
+        assert time.perf_counter() - t0 < 1.0
+    finally:
+        worker.close()
+        os.close(w)
+        stand_in.wait()

@@ -12,8 +12,9 @@ API (for :func:`attnlib.exercises.check` and for a grader)::
         plan.take(req, reply)     # the reply text, or _wire.Outcome.failure("timeout"), ...
     result = plan.result()        # a CheckResult; result.details["seed"] replays it
 
-``Request`` holds ``id``, ``text`` (JSON), ``limit`` (wall-clock seconds the transport
-must enforce, by killing the untrusted side), ``cpu_limit`` (CPU seconds, or None) and
+``Request`` holds ``id``, ``text`` (JSON), ``limit`` (seconds the transport must enforce,
+by killing the untrusted side: the checker's worker counts the call's own time, clock
+time less waits for a CPU held by other programs), ``cpu_limit`` (CPU seconds, or None) and
 ``stage`` ("cases", "perf" or "extra"). ``take`` also accepts ``cpu=`` (the CPU seconds
 the transport measured itself; then the reply's own claim is ignored). A reply that does
 not follow the protocol is judged as a garbled answer, never as the checker's failure.
@@ -104,6 +105,7 @@ class Request:
     calls: list
     limit: float
     cpu_limit: float | None = None
+    issued: float = 0.0          # time.perf_counter() when it was made
 
 
 class Plan:
@@ -130,7 +132,7 @@ class Plan:
         self.rules, self.rule_mistake = self._rules(answer_key)
         self.stage = "cases"
         self.next_case = 0
-        self.started: float | None = None
+        self.spent = 0.0             # seconds the cases' calls have taken so far (own time: see take)
         self.outcomes: list = []
         self.failures: list = []
         self.printed: list[str] = []
@@ -163,8 +165,6 @@ class Plan:
         if self.final is not None:
             return None
         ex = self.ex
-        if self.started is None:
-            self.started = time.perf_counter()
         if self.stage == "cases":
             budget = self.budget()
             if self.batch:
@@ -172,7 +172,7 @@ class Plan:
                 limit = budget
             else:
                 idx = [self.next_case]
-                limit = min(ex.time_limit, max(budget - (time.perf_counter() - self.started), 0.05))
+                limit = min(ex.time_limit, max(budget - self.spent, 0.05))
             calls = [{"kind": "case", "args": self.cases[i].args, "kwargs": self.cases[i].kwargs} for i in idx]
             return self._request("cases", calls, [("case", i) for i in idx], limit)
         if self.stage == "perf":
@@ -191,13 +191,19 @@ class Plan:
     def _request(self, stage, calls, what, limit, cpu_limit=None) -> Request:
         rid = _wire.new_id()
         text = _wire.request(rid, calls, self._wire_rules())
-        return Request(rid, text, stage, what, float(limit), cpu_limit)
+        return Request(rid, text, stage, what, float(limit), cpu_limit, time.perf_counter())
 
     # -- replies
-    def take(self, req: Request, reply: Any, *, cpu: float | None = None, pid: int | None = None) -> None:
+    def take(self, req: Request, reply: Any, *, cpu: float | None = None, pid: int | None = None,
+             seconds: float | None = None) -> None:
         """Judge the reply to ``req``: its text (or bytes), or a failure Outcome of the
         transport. ``cpu``: CPU seconds the transport measured; ``pid``: the process that
-        must have sent it."""
+        must have sent it; ``seconds``: how long the call took as the transport measured
+        it, counted against the cases' total time (the checker's worker reports its own
+        time, which leaves out waits for a CPU that other programs held; default: the
+        clock time since ``req`` was made)."""
+        if req.stage == "cases":
+            self.spent += seconds if seconds is not None else time.perf_counter() - req.issued
         if isinstance(reply, _wire.Outcome):
             outcomes = [reply]
         else:

@@ -20,12 +20,14 @@ runs the learner's code and forks the worker, so that a child that double-forks 
 ``setsid``, or is orphaned by a crash of the worker, stays in the guard's tree. Only the
 reply of the worker's own process to the request just sent counts (a reply is matched by
 request id and pid; anything else on the pipe is ignored or, if it breaks the framing,
-reported as a garbled answer). A call past its wall-clock limit, a timed call past its
-CPU-time limit (read from ``/proc``, so the function cannot stop the clock), a kernel
-interrupt (KeyboardInterrupt) while waiting, and the end of the check all end **every
-process in the tree**: it is stopped from the top down (SIGSTOP: a stopped process can
-neither start nor reap one), every descendant found in ``/proc`` is killed until none is
-left, and only then is anything reaped, while this process is briefly a subreaper itself
+reported as a garbled answer). A call past its time limit (its own time: clock time less
+the time it waited for a CPU that other programs held, :mod:`._clock`, so that a busy
+machine does not fail a correct answer; ten times the limit on the clock at most), a
+timed call past its CPU-time limit (read from ``/proc``, so the function cannot stop the
+clock), a kernel interrupt (KeyboardInterrupt) while waiting, and the end of the check
+all end **every process in the tree**: it is stopped from the top down (SIGSTOP: a
+stopped process can neither start nor reap one), every descendant found in ``/proc`` is
+killed until none is left, and only then is anything reaped, while this process is briefly a subreaper itself
 so that the dead are reaped here. A crash of the worker (a segmentation fault,
 ``os._exit``) is reported as a crash; the kernel is not affected.
 
@@ -36,6 +38,7 @@ privileges a notebook does not have.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import json
 import os
@@ -47,7 +50,7 @@ import time
 from typing import Callable
 
 from ..i18n import N_, get_language
-from . import _wire, _worker
+from . import _clock, _wire, _worker
 
 __all__ = ["Worker", "fork_unsafe_reason", "worker_mode", "kill_tree", "end_tree", "descendants", "standby_pids"]
 
@@ -278,6 +281,7 @@ class Worker:
         self.failed: _wire.Outcome | None = None
         self._out = self._in = None
         self.reader: _wire.FrameReader | None = None
+        self._pending: collections.deque[bytes] = collections.deque()  # frames read, not yet used
 
     def __enter__(self) -> "Worker":
         return self
@@ -341,6 +345,7 @@ class Worker:
         self._out, self._in = out_fd, in_fd
         self.ended: int | None = None
         self.reader = _wire.FrameReader(in_fd)
+        self._pending.clear()
 
     def _spawn(self) -> _wire.Outcome | None:
         try:
@@ -391,8 +396,9 @@ class Worker:
 
     # -- one request
     def call(self, request_id: str, text: str, *, limit: float, cpu_limit: float | None = None):
-        """Send a request; wait up to ``limit`` seconds (and ``cpu_limit`` CPU seconds) for
-        its reply. Returns ``(reply_bytes, cpu_seconds or None)`` or a failure Outcome."""
+        """Send a request; wait up to ``limit`` seconds of its own time (see :meth:`_wait`)
+        and ``cpu_limit`` CPU seconds for its reply. Returns ``(reply_bytes, cpu_seconds or
+        None, own_seconds)`` or a failure Outcome."""
         try:
             if self.guard is None:
                 if self.closed:  # it ended (a crash, a time-out): a check never starts a second one
@@ -412,43 +418,60 @@ class Worker:
             raise
 
     def _wait(self, request_id, limit, cpu_limit, *, cpu0=None, pid0=None, ready=False):
-        t0 = time.perf_counter()
-        deadline = t0 + max(limit, 0.0)
+        """Wait for the reply of the worker to ``request_id``, or (``ready``) for the next
+        frame. A call is stopped past ``limit`` seconds of its own time (clock time less the
+        time it waited for a CPU held by other programs, :mod:`._clock`), past ten times
+        that on the clock (:func:`._clock.backstop`), or past ``cpu_limit`` CPU seconds; a
+        wait for ``ready`` is stopped past ``limit`` seconds on the clock."""
+        clock = _clock.CallClock(None if ready else self.pid)
+        limit = max(limit, 0.0)
+        backstop = limit if ready else _clock.backstop(limit)
         step = 0.02 if cpu_limit is not None else None
+        timeout = min(limit, step) if step else limit
+        last_look = False
         while True:
-            left = deadline - time.perf_counter()
-            if left <= 0:
-                self.close()
-                return _wire.Outcome.failure("timeout", seconds=time.perf_counter() - t0)
-            r, _, _ = select.select([self._in], [], [], min(left, step) if step else left)
-            if cpu_limit is not None and cpu0 is not None and self.pid == pid0:
-                used = process_cpu(self.pid)
-                if used is not None and used - cpu0 > cpu_limit:
+            if not self._pending and select.select([self._in], [], [], max(timeout, 0.0))[0]:
+                try:
+                    self._pending.extend(self.reader.feed())
+                except _wire.WireError as exc:
                     self.close()
-                    return _wire.Outcome.failure("cpu", seconds=time.perf_counter() - t0, cpu=used - cpu0)
-            if not r:
-                continue
-            try:
-                frames = self.reader.feed()
-            except _wire.WireError as exc:
-                self.close()
-                return _wire.Outcome.failure("garbled", text=str(exc), seconds=time.perf_counter() - t0)
-            for frame in frames:
+                    return _wire.Outcome.failure("garbled", text=str(exc), seconds=clock.wall())
+            while self._pending:  # one at a time: frames read together are kept for the next wait
+                frame = self._pending.popleft()
                 if ready:
                     return frame, None
                 if _answers(frame, request_id, self.pid):
                     used = process_cpu(self.pid) if self.pid == pid0 else None
-                    return frame, (None if used is None or cpu0 is None else used - cpu0)
+                    return frame, (None if used is None or cpu0 is None else used - cpu0), clock.own()
                 if frame.startswith(b'{"attnlib": "started"') and self.pid == self.guard:
                     with contextlib.suppress(ValueError, KeyError, TypeError):
                         self.pid = self.last_pid = int(json.loads(frame)["worker"])
+                    clock.follow(self.pid)
                     continue
                 if frame.startswith(b'{"attnlib": "ended"'):  # the guard: the worker has ended
                     with contextlib.suppress(ValueError, KeyError, TypeError):
                         self.ended = int(json.loads(frame)["status"])
-                    return self._ended(time.perf_counter() - t0)
+                    return self._ended(clock.wall())
             if self.reader.eof:
-                return self._ended(time.perf_counter() - t0)
+                return self._ended(clock.wall())
+            if cpu_limit is not None and cpu0 is not None and self.pid == pid0:
+                used = process_cpu(self.pid)
+                if used is not None and used - cpu0 > cpu_limit:
+                    self.close()
+                    return _wire.Outcome.failure("cpu", seconds=clock.wall(), cpu=used - cpu0)
+            own = clock.wall() if ready else clock.own()
+            if own >= limit or clock.wall() >= backstop:
+                if not ready and clock.wall() < backstop:
+                    own = clock.own(settle=True)  # a wait for a CPU going on now counts too
+                if own >= limit or clock.wall() >= backstop:
+                    if not last_look and select.select([self._in], [], [], 0)[0]:
+                        last_look, timeout = True, 0.0  # something arrived meanwhile: read it first (once)
+                        continue
+                    self.close()
+                    return _wire.Outcome.failure("timeout", seconds=clock.wall())
+            timeout = min(limit - own, backstop - clock.wall())
+            if step:
+                timeout = min(timeout, step)
 
     def _ended(self, seconds: float) -> _wire.Outcome:
         how = self.close()

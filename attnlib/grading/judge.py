@@ -28,6 +28,7 @@ from typing import Callable
 
 from ..exercises import EXERCISES, CheckResult
 from ..exercises import _wire
+from ..exercises._clock import backstop
 from ..exercises._judge import Plan
 from ..i18n import _
 
@@ -95,7 +96,7 @@ def grade_exercise(name: str, call: Transport, *, seed: int | None = None) -> tu
                     "cpu_limit": req.cpu_limit}
         if req.stage == "extra":
             envelope["extra"] = extra_check_payload(name)
-        ran = call(envelope, req.limit + 30)
+        ran = call(envelope, backstop(req.limit) + 30)  # (the runner stops the call itself before)
         if ran.get("status") == "missing":
             return CheckResult(name, "not_attempted", _("No function for this exercise was found in the notebook."),
                                details={"problem": "missing"}), ""
