@@ -530,10 +530,6 @@ def test_the_parent_keeps_the_real_library_functions():
 @pytest.mark.slow  # a spawned worker: a new Python
 def test_shortcuts_are_caught_in_the_spawned_worker_too(monkeypatch):
     monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "spawn")
-    # what this test is about is the shortcut and the clean state after it, not time: under
-    # make test's load (three suites on two cores) the first case in a fresh spawned worker
-    # has taken more than softmax's 3 s (twice in a clean-clone run)
-    monkeypatch.setattr(EXERCISES["softmax"], "time_limit", 30.0)
     r = check("softmax", lambda x, axis=-1: torch.softmax(torch.as_tensor(x), dim=axis))
     assert r.mistake == "library_shortcut" and r.details["called"] == "torch.softmax"
     assert not hasattr(torch.softmax, "__wrapped__") and not hasattr(al.softmax, "__wrapped__")
