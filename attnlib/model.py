@@ -43,7 +43,7 @@ from ._array import check_token_ids
 from .attention import scaled_dot_product_attention
 from .transformer import sinusoidal_positional_encoding  # chapter 5's table, the one sin/cos table
 
-__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "GPT"]
+__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "GPT", "next_token_loss"]
 
 _POS = ("learned", "sinusoidal", "none")
 _NORM = ("pre", "post", "none")
@@ -215,6 +215,12 @@ class Block(nn.Module):
         return x, weights, kv
 
 
+def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of next-token ``logits`` ``(N, L, V)`` against ``targets`` ``(N, L)``
+    (token ids); targets of ``-100`` are left out (a padded or masked position)."""
+    return F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=-100)  # (N*L, V), (N*L,)
+
+
 class GPT(nn.Module):
     """A decoder-only Transformer: embeddings, ``num_layers`` blocks, unembedding.
 
@@ -275,8 +281,7 @@ class GPT(nn.Module):
     def loss(self, idx, targets):
         """Mean cross-entropy of the next-token logits, ``(N, L)`` ids against ``(N, L)`` targets.
         Targets of ``-100`` are ignored."""
-        logits = self(idx)                                           # (N, L, V)
-        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+        return next_token_loss(self(idx), targets)                   # (N, L, V) logits
 
     @contextlib.contextmanager
     def ablated(self, heads):

@@ -34,8 +34,9 @@ import torch
 from torch.nn import functional as F
 
 from .i18n import N_, _
+from .model import next_token_loss  # GPT.loss's own: train_seeds' default loss (documented there)
 
-__all__ = ["repeated_blocks", "lm_pair", "previous_token_task", "seeded_batches", "next_token_loss",
+__all__ = ["repeated_blocks", "lm_pair", "previous_token_task", "seeded_batches",
            "train_seeds", "SeedRun", "LivePlot", "prev_token_weight", "induction_weight", "seen_before",
            "prev_token_score", "induction_score", "head_scores", "position_losses", "seen_token_mass",
            "copy_stats", "copy_losses", "ablation_losses", "attention_stats", "grad_norms", "grad_agreement",
@@ -118,12 +119,6 @@ def seeded_batches(make: Callable, seeds, *, offset: int = 1000) -> Callable[[in
     return batch
 
 
-def next_token_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of next-token ``logits (N, L, V)`` against ``y (N, L)``; targets of
-    ``-100`` are left out (``GPT.loss``'s convention)."""
-    return F.cross_entropy(logits.flatten(0, -2), y.flatten(), ignore_index=-100)
-
-
 @dataclass
 class SeedRun:
     """What :func:`train_seeds` recorded, seed by seed (``S`` seeds, ``T`` steps).
@@ -191,7 +186,7 @@ def train_seeds(make_model: Callable[[], torch.nn.Module], seeds, batch: Callabl
         warmup: steps of linear warm-up: step ``t`` (from 0) uses ``lr * min(1, (t + 1) / warmup)``.
             Default: ``0`` (the peak rate from the first step).
         weight_decay: AdamW's decoupled weight decay. Default: ``0.0``.
-        loss: ``loss(logits, y) -> scalar`` for one seed. Default: :func:`next_token_loss`.
+        loss: ``loss(logits, y) -> scalar`` for one seed. Default: :func:`attnlib.model.next_token_loss`.
         evaluate: ``evaluate(model) -> dict`` of numbers, run on each seed's model without
             gradients at step 0, every ``eval_every`` steps and after the last. Default: ``None``.
         eval_every: steps between evaluations. Default: ``10``.

@@ -204,6 +204,23 @@ def test_short_training_run_reduces_the_loss():
     assert np.mean(losses[-10:]) < np.mean(losses[:5]) - 0.3
 
 
+def test_loss_is_the_mean_cross_entropy_over_the_targets_not_ignored():
+    # one loss for the model and the trainer (attnlib.train re-exports it as its default)
+    from attnlib import train
+    from attnlib.model import next_token_loss
+
+    assert train.next_token_loss is next_token_loss
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=7, context_length=8, num_layers=1, num_heads=1, d_model=8))
+    idx = torch.randint(7, (3, 6))
+    targets = torch.randint(7, (3, 6))
+    targets[0, :4] = targets[2, 5] = -100
+    logp = torch.log_softmax(model(idx).double(), -1)                       # (3, 6, 7)
+    keep = targets != -100
+    expected = -logp[keep, targets[keep]].mean()                             # an outside computation
+    assert torch.allclose(model.loss(idx, targets).double(), expected, rtol=1e-5)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_runs_and_backpropagates_on_device(device):
     torch.manual_seed(0)
