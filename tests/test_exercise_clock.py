@@ -71,19 +71,24 @@ _BUSY = ("import time,sys\nprint('go',flush=True)\nt=time.thread_time()\n"
 _SLEEPY = "import time\nprint('go',flush=True)\ntime.sleep({s})\nprint('done',flush=True)\ntime.sleep(30)\n"
 
 
-@pinnable
-@measured
-def test_own_time_of_a_computing_process_is_its_cpu_time_not_the_clock():
+def _measure_on_a_crowded_cpu(code: str) -> tuple[float, float, float]:
+    """(own time, clock time, CPU time) of a child's measured part, on a crowded CPU."""
     with crowded_cpu():
-        p = _child(_BUSY.format(s=0.3))
+        p = _child(code)
         try:
             assert p.stdout.readline().strip() == "go"
             clock, cpu0 = _clock.CallClock(p.pid), _running.process_cpu(p.pid)
             assert p.stdout.readline().strip() == "done"
-            own, wall, cpu = clock.own(settle=True), clock.wall(), _running.process_cpu(p.pid) - cpu0
+            return clock.own(settle=True), clock.wall(), _running.process_cpu(p.pid) - cpu0
         finally:
             p.kill()
             p.wait()
+
+
+@pinnable
+@measured
+def test_own_time_of_a_computing_process_is_its_cpu_time_not_the_clock():
+    own, wall, cpu = _measure_on_a_crowded_cpu(_BUSY.format(s=0.3))
     # it shared one CPU with two others: about three times its CPU time on the clock
     assert wall > 1.8 * cpu, (wall, cpu)
     assert abs(own - cpu) < 0.1, f"own {own:.3f} s, CPU {cpu:.3f} s, clock {wall:.3f} s"
@@ -92,16 +97,7 @@ def test_own_time_of_a_computing_process_is_its_cpu_time_not_the_clock():
 @pinnable
 @measured
 def test_own_time_of_a_sleeping_process_is_clock_time():
-    with crowded_cpu():
-        p = _child(_SLEEPY.format(s=0.5))
-        try:
-            assert p.stdout.readline().strip() == "go"
-            clock = _clock.CallClock(p.pid)
-            assert p.stdout.readline().strip() == "done"
-            own, wall = clock.own(settle=True), clock.wall()
-        finally:
-            p.kill()
-            p.wait()
+    own, wall, _cpu = _measure_on_a_crowded_cpu(_SLEEPY.format(s=0.5))
     assert wall >= 0.5 and own > 0.9 * wall, (own, wall)
 
 
