@@ -20,6 +20,7 @@ with ``settle=True`` first waits briefly for such a wait to end.
 """
 from __future__ import annotations
 
+import os
 import time
 
 __all__ = ["CallClock", "run_delay", "available", "backstop"]
@@ -61,7 +62,6 @@ def _runnable(pid: int) -> bool:
 
 def available() -> bool:
     """Whether own time can be measured here (else it is clock time)."""
-    import os
     return _schedstat(os.getpid()) is not None
 
 
@@ -70,7 +70,9 @@ class CallClock:
 
     ``CallClock(pid)`` starts now; :meth:`follow` moves it to another process (the
     checker's guard hands a call over to its worker); :meth:`own` is clock time minus the
-    waits for a CPU seen since; :meth:`wall` is clock time."""
+    waits for a CPU seen since; :meth:`wall` is clock time; :meth:`past` says whether a
+    limit is reached and :meth:`left` how long to wait before asking again. ``pid=None``:
+    a plain clock (own time is clock time)."""
 
     def __init__(self, pid: int | None):
         self.t0 = time.perf_counter()
@@ -111,3 +113,15 @@ class CallClock:
                     break
                 time.sleep(0.005)
         return max(self.wall() - self.waited - self._waited_now(), 0.0)
+
+    def past(self, limit: float) -> bool:
+        """Whether the call is past ``limit`` seconds of own time (a wait for a CPU going on
+        now counted first) or past :func:`backstop` of it on the clock."""
+        if self.wall() >= backstop(limit):
+            return True
+        return self.own() >= limit and (self.own(settle=True) >= limit or self.wall() >= backstop(limit))
+
+    def left(self, limit: float) -> float:
+        """Clock seconds that pass before the call can be :meth:`past` ``limit`` (own time
+        grows no faster than clock time)."""
+        return max(min(limit - self.own(), backstop(limit) - self.wall()), 0.0)

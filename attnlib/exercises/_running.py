@@ -423,9 +423,8 @@ class Worker:
         time it waited for a CPU held by other programs, :mod:`._clock`), past ten times
         that on the clock (:func:`._clock.backstop`), or past ``cpu_limit`` CPU seconds; a
         wait for ``ready`` is stopped past ``limit`` seconds on the clock."""
-        clock = _clock.CallClock(None if ready else self.pid)
+        clock = _clock.CallClock(None if ready else self.pid)  # (None: a plain clock)
         limit = max(limit, 0.0)
-        backstop = limit if ready else _clock.backstop(limit)
         step = 0.02 if cpu_limit is not None else None
         timeout = min(limit, step) if step else limit
         last_look = False
@@ -459,19 +458,13 @@ class Worker:
                 if used is not None and used - cpu0 > cpu_limit:
                     self.close()
                     return _wire.Outcome.failure("cpu", seconds=clock.wall(), cpu=used - cpu0)
-            own = clock.wall() if ready else clock.own()
-            if own >= limit or clock.wall() >= backstop:
-                if not ready and clock.wall() < backstop:
-                    own = clock.own(settle=True)  # a wait for a CPU going on now counts too
-                if own >= limit or clock.wall() >= backstop:
-                    if not last_look and select.select([self._in], [], [], 0)[0]:
-                        last_look, timeout = True, 0.0  # something arrived meanwhile: read it first (once)
-                        continue
-                    self.close()
-                    return _wire.Outcome.failure("timeout", seconds=clock.wall())
-            timeout = min(limit - own, backstop - clock.wall())
-            if step:
-                timeout = min(timeout, step)
+            if clock.past(limit):
+                if not last_look and select.select([self._in], [], [], 0)[0]:
+                    last_look, timeout = True, 0.0  # something arrived meanwhile: read it first (once)
+                    continue
+                self.close()
+                return _wire.Outcome.failure("timeout", seconds=clock.wall())
+            timeout = min(clock.left(limit), step) if step else clock.left(limit)
 
     def _ended(self, seconds: float) -> _wire.Outcome:
         how = self.close()

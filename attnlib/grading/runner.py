@@ -210,17 +210,11 @@ def _await(fd: int, pid: int, limit: float) -> None:
     seconds of its own time (the checker's measure: clock time less its waits for a CPU
     that other programs held, so that grading many notebooks at once does not fail a
     correct answer) or ten times that on the clock."""
-    from attnlib.exercises._clock import CallClock, backstop
-    clock, wall_limit = CallClock(pid), backstop(limit)
-    while True:
-        own = clock.own()
-        if own >= limit or clock.wall() >= wall_limit:
-            if clock.wall() < wall_limit:
-                own = clock.own(settle=True)
-            if (own >= limit or clock.wall() >= wall_limit) and not select.select([fd], [], [], 0)[0]:
-                raise TimeoutError
-        if select.select([fd], [], [], max(min(limit - own, wall_limit - clock.wall()), 0.0))[0]:
-            return
+    from attnlib.exercises._clock import CallClock
+    clock = CallClock(pid)
+    while not select.select([fd], [], [], clock.left(limit))[0]:
+        if clock.past(limit) and not select.select([fd], [], [], 0)[0]:
+            raise TimeoutError
 
 
 def run(fn, req: dict) -> dict:
