@@ -34,7 +34,6 @@ def test_own_time_is_measured_on_linux():
     need it are skipped only elsewhere, never silently here."""
     if LINUX:
         assert _clock.available(), "/proc/PID/schedstat is missing: own time falls back to clock time"
-        assert _clock.run_delay(os.getpid()) is not None
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["CallClock", "run_delay", "available", "backstop"]
+__all__ = ["CallClock", "available", "backstop"]
 
 BACKSTOP = 10.0   # a call is stopped at this many times its limit on the clock, whatever its own time
 
@@ -43,13 +43,6 @@ def _schedstat(pid: int) -> tuple[int, int, int] | None:
         return int(fields[1]), int(fields[2]), int(fields[0])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def run_delay(pid: int) -> float | None:
-    """Seconds process ``pid``'s main thread has waited for a CPU since it started (None
-    where Linux does not say)."""
-    got = _schedstat(pid)
-    return None if got is None else got[0] / 1e9
 
 
 def _runnable(pid: int) -> bool:
