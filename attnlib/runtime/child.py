@@ -7,7 +7,8 @@ and it answers only with plain data (:mod:`attnlib.runtime.wire`):
 1. setup (:func:`setup`): its own output sent nowhere (file descriptors 0-2 to the null
    device, so the notebook's streams are untouched), interrupts ignored (the parent stops
    it), a size cap on files it writes, one torch thread;
-2. a spawned child waits for what it serves (``{"attnlib": "load"}``: a pickled
+2. a spawned child imports what it is told to (calling a module's ``warm_up()`` if it has
+   one) and waits for what it serves (``{"attnlib": "load"}``: a pickled
    ``(serve, payload)``, sent by the trusted side, which only sends) and says
    ``{"attnlib": "unsendable", "why": ...}`` if it cannot load it;
 3. on Linux it stays as a **guard** (:func:`guarded`): a child subreaper that never runs
@@ -123,6 +124,9 @@ def main(conn, serve=None, payload=None, memory_limit: int | None = None, preloa
             for name in preload:
                 with contextlib.suppress(Exception):
                     __import__(name)
+                    warm_up = getattr(sys.modules[name], "warm_up", None)
+                    if callable(warm_up):  # (what the first request would otherwise pay for)
+                        warm_up()
             setup()  # (again: an import may have started torch's threads)
             try:
                 msg = channel.recv()
