@@ -22,13 +22,26 @@ extension adds what Sphinx does not do by itself:
   HTML build.
 - **Search** in Chinese: a query typed without spaces is cut into the words of the index
   (``site_assets/attnlib-search-zh.js``).
+- **The themes' own words** (buttons, tooltips, labels of the page's frame): Sphinx reads
+  ``locales/zh_CN/LC_MESSAGES/sphinx.po`` ahead of its own and the pydata theme's
+  catalogues; ``booktheme.po`` there is put ahead of sphinx-book-theme's (whose zh_CN
+  catalogue predates its current strings); and the attributes the themes write without a
+  translation call (``title="Toggle primary sidebar"``, ``aria-label="Main"``, myst-nb's
+  ``<summary aria-label="Toggle hidden content">``) are translated from ``sphinx.po`` in
+  the written pages. Settings that are text (the author, the search box's placeholder,
+  the hidden cells' buttons, the sidebar's captions) are the edition's, from
+  ``tools/editions.py``.
 - **Text that attnlib generates at build time** (the mistake catalogue of the
   misconceptions page) is rendered in the edition's language:
   :func:`attnlib.i18n.set_language` is called with it.
 """
 from __future__ import annotations
 
+import gettext
+import html
+import io
 import pathlib
+import re
 
 from docutils import nodes
 from sphinx import addnodes
@@ -166,6 +179,77 @@ def chinese_search(app: Sphinx) -> None:
         app.add_js_file("attnlib-search-zh.js", priority=150)  # before searchtools.js
 
 
+def _po(app: Sphinx, domain: str):
+    """The project's ``<locale_dir>/<language>/LC_MESSAGES/<domain>.po`` (Babel's catalogue),
+    or None."""
+    from babel.messages.pofile import read_po
+
+    for d in app.config.locale_dirs:
+        po = pathlib.Path(app.srcdir, d, app.config.language, "LC_MESSAGES", f"{domain}.po")
+        if po.is_file():
+            with po.open("rb") as f:
+                return read_po(f)
+    return None
+
+
+def theme_catalogue_first(app: Sphinx) -> None:
+    """sphinx-book-theme translates its buttons with its own catalogue ("booktheme"), whose
+    zh_CN entries predate the strings it shows: the project's ``booktheme.po`` goes first,
+    the theme's stays as the fallback."""
+    if edition(app.config.language) == "en":
+        return
+    from sphinx import locale
+
+    from babel.messages.mofile import write_mo
+
+    catalog = _po(app, "booktheme")
+    if catalog is None:
+        return
+    mo = io.BytesIO()
+    write_mo(mo, catalog, use_fuzzy=False)
+    mo.seek(0)
+    ours = gettext.GNUTranslations(mo)
+    key = ("general", "booktheme")
+    theirs = locale.translators.get(key)
+    if theirs is not None and theirs is not ours:
+        ours.add_fallback(theirs)
+    locale.translators[key] = ours
+
+
+_ATTRIBUTE = re.compile(r'\b(title|aria-label|alt|placeholder|data-bs-title)="([^"<>]+)"')
+
+
+def translate_attributes(text: str, catalogue: dict[str, str]) -> str:
+    """``text`` (a written page) with each attribute whose value ``catalogue`` has replaced
+    by its translation.
+
+    >>> translate_attributes('<nav aria-label="Main"><a title="Main menu">', {"Main": "主导航"})
+    '<nav aria-label="主导航"><a title="Main menu">'
+    """
+    def swap(m: re.Match) -> str:
+        new = catalogue.get(html.unescape(m.group(2)))
+        return f'{m.group(1)}="{html.escape(new, quote=True)}"' if new else m.group(0)
+    return _ATTRIBUTE.sub(swap, text)
+
+
+def untranslated_attributes(app: Sphinx, exception: Exception | None) -> None:
+    """The themes write some attributes in English without a translation call: translate
+    them in every written page from the project's ``sphinx.po``."""
+    if exception is not None or edition(app.config.language) == "en" or app.builder.format != "html":
+        return
+    catalog = _po(app, "sphinx")
+    if catalog is None:
+        return
+    catalogue = {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
+    for page in pathlib.Path(app.outdir).rglob("*.html"):
+        if "_static" in page.relative_to(app.outdir).parts:
+            continue
+        text = page.read_text(encoding="utf-8")
+        new = translate_attributes(text, catalogue)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+
+
 def set_attnlib_language(app: Sphinx, config: Config) -> None:
     import attnlib.i18n
 
@@ -193,4 +277,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", header_link)
     app.connect("config-inited", set_attnlib_language)
     app.connect("html-page-context", page_context)
+    app.connect("builder-inited", theme_catalogue_first)
+    app.connect("build-finished", untranslated_attributes)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
