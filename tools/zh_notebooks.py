@@ -332,11 +332,20 @@ def _literal_text_of(node: ast.expr) -> str:
     return literal_message(node, _LINES)[0] if _LINES else ""
 
 
+# the grouping option of a format spec ("," of "{n:,}", "_" of "{n:>10_}")
+_GROUPING = re.compile(r"^((?:.?[<>=^])?[+\- ]?z?#?0?\d*)[,_]")
+
+
 def fields(message: str) -> list[str]:
-    """The ``{...}`` fields of an f-string message, verbatim and sorted."""
+    """The ``{...}`` fields of an f-string message, verbatim and sorted, except that a
+    format spec's thousands separator is left out: a translation keeps every field's
+    expression and format, but Chinese writes ``{n}`` where English writes ``{n:,}``
+    (locales/zh_CN/terms.yml, forbid_field)."""
     try:
         return sorted(f"{{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}}"
-                      for _, name, spec, conv in string.Formatter().parse(message) if name is not None)
+                      for _, name, spec, conv in
+                      ((t, n, _GROUPING.sub(r"\1", s or ""), c) for t, n, s, c in string.Formatter().parse(message))
+                      if name is not None)
     except ValueError:
         return sorted(re.findall(r"(?<!\{)\{[^{}]+\}(?!\})", message))
 
