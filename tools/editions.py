@@ -74,10 +74,10 @@ def _merge(into: dict, new: dict) -> None:
 def derived_config(*, execute: str | None = None, language: str | None = None,
                    title: str | None = None, name: str | None = None,
                    path_to_book: str | None = None, author: str | None = None,
-                   sphinx: dict | None = None) -> pathlib.Path:
+                   sphinx_config: dict | None = None) -> pathlib.Path:
     """Write ``_build/_config.<name>.yml``: ``_config.yml`` with absolute paths (a config
     file outside the book's root resolves relative paths from its own folder) and the
-    given overrides (``sphinx``: merged into ``sphinx: config:``). ``name`` defaults to the
+    given overrides (``sphinx_config``: merged into ``sphinx: config:``). ``name`` defaults to the
     language, or "gettext" when not executing (builds that may run at the same time need
     names of their own). Returns its path."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
@@ -98,8 +98,8 @@ def derived_config(*, execute: str | None = None, language: str | None = None,
         config["title"] = title
     if author is not None:
         config["author"] = author
-    if sphinx:
-        _merge(cfg, sphinx)
+    if sphinx_config:
+        _merge(cfg, sphinx_config)
     if path_to_book is not None:   # where the launch buttons find a page's notebook
         config.setdefault("repository", {})["path_to_book"] = path_to_book
     name = name or language or ("gettext" if execute == "off" else "custom")
@@ -229,7 +229,7 @@ def build_zh(extra: list[str]) -> int:
     """Build the Chinese edition into ``_build/html/zh`` from the Chinese notebooks'
     stored outputs (executing nothing)."""
     config = derived_config(execute="off", language=ZH["language"], title=ZH["title"],
-                            path_to_book=ZH["notebooks"], author=ZH["author"], sphinx=ZH["sphinx"])
+                            path_to_book=ZH["notebooks"], author=ZH["author"], sphinx_config=ZH["sphinx"])
     src = stage_zh_sources()
     work = BUILD / "zh-build"
     env = dict(os.environ, ATTNLIB_LANG="zh")
