@@ -31,6 +31,11 @@ extension adds what Sphinx does not do by itself:
   the written pages. Settings that are text (the author, the search box's placeholder,
   the hidden cells' buttons, the sidebar's captions) are the edition's, from
   ``tools/editions.py``.
+- **No punctuation orphaned by maths**: a browser may break a line between an inline
+  formula and the full-width punctuation after it, so that "。" starts a line (or "（"
+  ends one). In the Chinese edition each inline formula is kept together with the
+  punctuation that touches it (``<span class="attnlib-nobr">``, ``white-space: nowrap``
+  in ``site_assets/attnlib-edition.css``).
 - **Text that attnlib generates at build time** (the mistake catalogue of the
   misconceptions page) is rendered in the edition's language:
   :func:`attnlib.i18n.set_language` is called with it.
@@ -121,6 +126,50 @@ class TranslateRawHtml(SphinxTransform):
             if msgstr and msgstr != source:
                 node.replace(node.children[0], nodes.Text(msgstr)) if node.children else node.append(nodes.Text(msgstr))
                 node.rawsource = msgstr
+
+
+# full-width punctuation that must not start a line (after a formula) or end one (before it)
+CLOSING = "，。、；：！？）」』”’》…"
+OPENING = "（「『“‘《"
+
+
+class KeepMathWithPunctuation(SphinxTransform):
+    """In the Chinese edition, wrap each inline formula together with the full-width
+    punctuation that touches it (``$x$。``, ``（$x$``) in ``<span class="attnlib-nobr">``,
+    so that a line never starts with "。" or ends with "（" because of a formula."""
+
+    default_priority = 800   # after the Locale transform: the Chinese text is in place
+
+    def apply(self, **kwargs) -> None:
+        if edition(self.config.language) == "en":
+            return
+        for math in list(self.document.findall(nodes.math)):
+            parent = math.parent
+            if parent is None or isinstance(parent, nodes.inline) and "attnlib-nobr" in parent["classes"]:
+                continue
+            i = parent.index(math)
+            after = parent[i + 1] if i + 1 < len(parent) else None
+            before = parent[i - 1] if i > 0 else None
+            tail = head = ""
+            if isinstance(after, nodes.Text):
+                tail = re.match(f"[{CLOSING}]*", after.astext()).group(0)
+            if isinstance(before, nodes.Text):
+                head = re.search(f"[{OPENING}]*$", before.astext()).group(0)
+            if not tail and not head:
+                continue
+            group = nodes.inline(classes=["attnlib-nobr"])
+            if head:
+                rest = before.astext()[:-len(head)]
+                parent.replace(before, nodes.Text(rest)) if rest else parent.remove(before)
+                group += nodes.Text(head)
+            i = parent.index(math)
+            parent.remove(math)
+            group += math
+            if tail:
+                rest = after.astext()[len(tail):]
+                parent.replace(after, nodes.Text(rest)) if rest else parent.remove(after)
+                group += nodes.Text(tail)
+            parent.insert(i, group)
 
 
 def untranslated_outputs(app: Sphinx, doctree) -> None:
@@ -269,6 +318,7 @@ def page_context(app: Sphinx, pagename: str, templatename: str, context: dict, d
 def setup(app: Sphinx) -> dict:
     app.add_transform(KeepApiInEnglish)
     app.add_transform(TranslateRawHtml)
+    app.add_transform(KeepMathWithPunctuation)
     app.connect("builder-inited", extract_raw_only_for_gettext)
     app.connect("doctree-read", untranslated_outputs)
     app.connect("builder-inited", chinese_search)
