@@ -723,3 +723,26 @@ def test_the_english_detector_sees_the_themes_words(tmp_path, monkeypatch, chapt
                    "Show code cell source", "Search this book", "Binder logo", "course team", "Copyright"):
         assert phrase in found, f"the detector missed {phrase!r}:\n{found}"
     assert _chinese_page_english("zh.html", chapter_identifiers) == []
+
+
+_CLOSING_AFTER_MATH = re.compile(
+    r'<span class="math notranslate nohighlight">[^<]*</span>([，。、；：！？）」』”’》…]+)(?![，。、；：！？）」』”’》…]|</span>)')
+
+
+def test_chinese_formulas_keep_their_punctuation(pages):
+    """Every inline formula of the Chinese edition that full-width punctuation follows is
+    wrapped with it in <span class="attnlib-nobr"> (white-space: nowrap), so that "。" never
+    starts a line; tests/browser/test_site.py checks the lines in a browser."""
+    chinese = [n for n in pages if n.startswith(ZH)]
+    if not chinese:
+        pytest.fail("no Chinese page was built (`make book` builds both editions)")
+    wrapped, loose = 0, []
+    for name in chinese:
+        text = (SITE / name).read_text(encoding="utf-8", errors="replace")
+        wrapped += text.count('<span class="attnlib-nobr">')
+        loose += [f"{name}: …{m.group(0)[-60:]}" for m in _CLOSING_AFTER_MATH.finditer(text)]
+    assert wrapped > 300 and not loose, f"{wrapped} kept together; loose: {loose[:10]}"
+    css = (ROOT / "site_assets" / "attnlib-edition.css").read_text(encoding="utf-8")
+    assert re.search(r"\.attnlib-nobr\s*\{[^}]*white-space:\s*nowrap", css)
+    english = (SITE / "chapters" / "03_scaling.html").read_text(encoding="utf-8")
+    assert "attnlib-nobr" not in english, "the English edition keeps its own line breaking"

@@ -21,7 +21,9 @@ extension adds what Sphinx does not do by itself:
   setting is used only to *extract* the blocks (``make gettext``) and switched off for the
   HTML build.
 - **Search** in Chinese: a query typed without spaces is cut into the words of the index
-  (``site_assets/attnlib-search-zh.js``).
+  (``site_assets/attnlib-search-zh.js``). In both editions a page is listed once in the
+  results (``site_assets/attnlib-search.js``: the glossary was listed twice, for a term and
+  for its text).
 - **The themes' own words** (buttons, tooltips, labels of the page's frame): Sphinx reads
   ``locales/zh_CN/LC_MESSAGES/sphinx.po`` ahead of its own and the pydata theme's
   catalogues; ``booktheme.po`` there is put ahead of sphinx-book-theme's (whose zh_CN
@@ -223,9 +225,13 @@ def header_link(app: Sphinx, config: Config) -> None:
 
 def chinese_search(app: Sphinx) -> None:
     """The Chinese edition's query splitter (site_assets/attnlib-search-zh.js): a phrase
-    typed without spaces is cut into the words the search index holds."""
-    if edition(app.config.language) == "zh_CN" and app.builder.format == "html":
+    typed without spaces is cut into the words the search index holds. Both editions: each
+    page once in the results (site_assets/attnlib-search.js)."""
+    if app.builder.format != "html":
+        return
+    if edition(app.config.language) == "zh_CN":
         app.add_js_file("attnlib-search-zh.js", priority=150)  # before searchtools.js
+    app.add_js_file("attnlib-search.js", priority=150)
 
 
 def _po(app: Sphinx, domain: str):
