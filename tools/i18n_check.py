@@ -16,6 +16,8 @@ Untranslated and fuzzy entries and ``{field}``s that differ are msgfmt's job
   in a ``python-brace-format`` message (what code prints) each field reads as the number 0,
   so ``"多 {ratio:.1f} 倍"`` is seen as ``"多 0 倍"``; maths and code read as a Latin word.
 
+A sentence of more than 120 characters, as the reader sees it, is reported too (split it).
+
 Then the same rules run on what the Chinese notebooks print (every line of their stored
 outputs that has Chinese in it, ``zh/chapters/*.ipynb``), where a field has its value.
 
@@ -185,14 +187,47 @@ def check_entry(entry: dict, terms: dict, glossary: bool = False) -> list[str]:
     return problems
 
 
+LONG_SENTENCE = 120   # characters, as a reader sees them
+
+
+def visible(text: str) -> str:
+    """``text`` roughly as a reader sees it: link targets, role targets, code backticks and
+    emphasis marks left out, a formula by its symbols (``$\\sqrt{d_k}$`` -> ``xd_k``)."""
+    def formula(m: re.Match) -> str:
+        s = re.sub(r"\\(?:operatorname|mathrm|text|mathbf|mathcal|mathbb|left|right|bigl|bigr|big|Big"
+                   r"|quad|qquad)\b|\\[,;!]", "", m.group(1))
+        return re.sub(r"[{}^_\\ ]", "", re.sub(r"\\[a-zA-Z]+", "x", s))
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    text = re.sub(r"\{[\w:.-]+\}`([^`<]*)(?:<[^>]*>)?`", r"\1", text)
+    text = re.sub(r"`+([^`]*)`+", r"\1", text)
+    text = re.sub(r"\$\$(.+?)\$\$", formula, text, flags=re.S)
+    return re.sub(r"\$([^$]+)\$", formula, text).replace("*", "")
+
+
+def long_sentences(entry: dict) -> list[str]:
+    """The sentences (up to 。！？) of a Chinese translation longer than
+    :data:`LONG_SENTENCE` characters as the reader sees them. A template of printed output
+    (a message of code, python-brace-format) and a code recipe (under 30 % Chinese) are
+    not prose."""
+    msgstr = entry.get("msgstr", "")
+    if not msgstr or not _CJK.search(msgstr) or (is_template(entry) and entry.get("code")):
+        return []
+    return [s.strip() for s in re.split(r"(?<=[。！？])", visible(msgstr))
+            if len(s.strip()) > LONG_SENTENCE and len(_CJK.findall(s)) >= 0.3 * len(s.strip())]
+
+
 def check_file(path: pathlib.Path, terms: dict | None = None) -> list[str]:
     terms = terms if terms is not None else load_terms()
     out = []
     with open(path, "rb") as f:
         catalog = read_po(f)
+    code = CATALOGUES[1] / "chapters" in path.parents   # the chapters' printed text
     for m in catalog:
-        entry = {"msgid": m.id, "msgstr": m.string, "flags": set(m.flags)}
-        for problem in check_entry(entry, terms, path.name == "glossary.po") if m.id else ():
+        entry = {"msgid": m.id, "msgstr": m.string, "flags": set(m.flags), "code": code}
+        found = check_entry(entry, terms, path.name == "glossary.po") if m.id else []
+        found += [f"a sentence of {len(s)} characters (over {LONG_SENTENCE}): split it  …{s[:30]}…"
+                  for s in (long_sentences(entry) if m.id else [])]
+        for problem in found:
             short = m.id.replace("\n", " ")
             short = short if len(short) <= 70 else short[:67] + "..."
             out.append(f"{path.relative_to(ROOT)}:{m.lineno}: {problem}  [{short}]")
