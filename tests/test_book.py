@@ -513,7 +513,7 @@ class _OutputsAndComments(html.parser.HTMLParser):
         if {"c", "c1", "ch", "cm"} & classes and self.cells:
             self.cells[-1]["comments"].append("")
         if tag not in self.VOID:
-            self._stack.append(classes)
+            self._stack.append({"__code__"} if tag == "code" and not classes else classes)
 
     def handle_endtag(self, tag):
         if tag in ("script", "style"):
@@ -532,6 +532,8 @@ class _OutputsAndComments(html.parser.HTMLParser):
             if any({"c", "c1", "ch", "cm"} & c for c in self._stack) and cell["comments"]:
                 cell["comments"][-1] += data
         elif self._inside("cell_output"):
+            if self._stack and self._stack[-1] == {"__code__"}:
+                data = f"`{data}`"   # code inside an output (a checker message's <code>)
             parts = data.split("\n")
             cell["outputs"][-1] += parts[0]
             cell["outputs"] += parts[1:]

@@ -730,6 +730,7 @@ def _output_lines(cell) -> list[str]:
             if "text/html" in data:
                 html = "".join(data["text/html"])
                 html = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)
+                html = re.sub(r"<code>(.*?)</code>", r"`\1`", html, flags=re.S)   # code, as in Markdown
                 lines += [re.sub(r"\s+", " ", t).strip() for t in re.split(r"<br\s*/?>|</(?:p|div|li|tr|summary|details|h\d)>", html)]
                 lines = [re.sub(r"<[^>]+>", " ", l) for l in lines]
             elif "text/plain" in data and "image/png" not in data:
