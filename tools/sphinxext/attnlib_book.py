@@ -171,10 +171,10 @@ class ApiReference(SphinxDirective):
     has_content = False
 
     def _automodule(self, modname: str, exclude: list[str], parent: nodes.Element,
-                    no_index: bool = False, members: bool = True) -> None:
+                    no_index: bool = False) -> None:
         # autodoc emits reStructuredText, so its directive runs inside an eval-rst block
         # (this page is MyST Markdown)
-        lines = ["```{eval-rst}", f".. automodule:: {modname}"] + (["   :members:"] if members else [])
+        lines = ["```{eval-rst}", f".. automodule:: {modname}", "   :members:"]
         if exclude:
             lines.append(f"   :exclude-members: {', '.join(sorted(exclude))}")
         if no_index:
@@ -212,9 +212,11 @@ class ApiReference(SphinxDirective):
             clash = modname.rsplit(".", 1)[-1] in getattr(pkg, "__all__", []) and \
                 not isinstance(getattr(pkg, modname.rsplit(".", 1)[-1]), type(pkg))
             # a layer's package (attnlib.kernels, attnlib.models, ...) re-exports what its
-            # modules define: its section is its docstring, the members are documented once,
-            # in their own module's section
-            self._automodule(modname, exported, sec, no_index=clash, members=not hasattr(mod, "__path__"))
+            # modules define: those members are documented once, in their own module's section
+            if hasattr(mod, "__path__"):
+                exported += [n for n in getattr(mod, "__all__", [])
+                             if getattr(getattr(mod, n, None), "__module__", modname) != modname]
+            self._automodule(modname, sorted(set(exported)), sec, no_index=clash)
             out.append(sec)
         # the reference is the code's own documentation (what help() prints): the Chinese
         # edition keeps it in English, so none of it goes into the message catalogues
