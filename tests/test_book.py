@@ -13,6 +13,7 @@ import os
 import pathlib
 import pkgutil
 import re
+import sys
 import urllib.parse
 
 import pytest
@@ -512,7 +513,7 @@ class _OutputsAndComments(html.parser.HTMLParser):
         if {"c", "c1", "ch", "cm"} & classes and self.cells:
             self.cells[-1]["comments"].append("")
         if tag not in self.VOID:
-            self._stack.append(classes)
+            self._stack.append({"__code__"} if tag == "code" and not classes else classes)
 
     def handle_endtag(self, tag):
         if tag in ("script", "style"):
@@ -531,6 +532,8 @@ class _OutputsAndComments(html.parser.HTMLParser):
             if any({"c", "c1", "ch", "cm"} & c for c in self._stack) and cell["comments"]:
                 cell["comments"][-1] += data
         elif self._inside("cell_output"):
+            if self._stack and self._stack[-1] == {"__code__"}:
+                data = f"`{data}`"   # code inside an output (a checker message's <code>)
             parts = data.split("\n")
             cell["outputs"][-1] += parts[0]
             cell["outputs"] += parts[1:]
@@ -559,3 +562,191 @@ def test_chinese_pages_print_and_comment_in_chinese(pages):
         left += [f"{name} {kind}: {line.strip()[:120]}" for kind, line in lines
                  if line.strip() and zh_notebooks.english_words(html.unescape(line.lstrip("# ")), known)]
     assert not left, f"{len(left)} lines with English on the Chinese pages:\n" + "\n".join(left[:40])
+
+
+class _VisibleText(html.parser.HTMLParser):
+    """What a reader sees or hears on a page, outside code and maths: the text of each
+    block (paragraph, heading, list item, table cell, button, caption, the page title)
+    joined across its inline elements, and the attributes a tooltip or a screen reader
+    says (title, aria-label, alt, placeholder, data-bs-title). Left out, as English by
+    design: the API reference's generated sections (docstrings, as ``help()`` shows them),
+    the bibliography's entries and the citations that link to them (authors, titles), and
+    the glossary's terms (``dl.glossary dt``: the English term beside the Chinese one).
+    Code (``pre``, ``code``, ``kbd``, a cell's input and output) is collected as
+    identifiers: a name the page shows as code may appear in its prose too."""
+
+    VOID = {"br", "img", "input", "meta", "link", "hr", "source", "wbr", "col", "area", "base"}
+    BLOCK = {"p", "div", "li", "dt", "dd", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6", "title",
+             "button", "summary", "caption", "figcaption", "label", "section", "nav", "header",
+             "footer", "aside", "article", "main", "ul", "ol", "dl", "table", "tr", "blockquote", "br"}
+    ATTRS = ("title", "aria-label", "alt", "placeholder", "data-bs-title")
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.seen: list[tuple[str, str]] = []   # (where, text)
+        self.code: set[str] = set()
+        self._stack: list[tuple[str, set, bool]] = []   # (tag, classes, left out)
+        self._block = ""
+
+    def _left_out(self) -> bool:
+        return any(skip for _, _, skip in self._stack)
+
+    def _in_code(self) -> bool:
+        return any(tag in ("pre", "code", "kbd", "math") or {"highlight", "cell_input", "cell_output"} & cls
+                   for tag, cls, _ in self._stack)
+
+    def _flush(self) -> None:
+        if self._block.strip():
+            where = "title" if any(t == "title" for t, _, _ in self._stack) else "text"
+            self.seen.append((where, self._block))
+        self._block = ""
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        cls = set((a.get("class") or "").split())
+        if tag in self.BLOCK:
+            self._flush()
+        skip = (tag in ("script", "style", "template")
+                or (tag == "section" and (a.get("id") or "").startswith(("module-attnlib", "attnlib-")))
+                or bool({"citation", "citation-list"} & cls)
+                or (tag == "a" and "bibliography.html#" in (a.get("href") or ""))
+                or (tag == "dt" and any(t == "dl" and "glossary" in c for t, c, _ in self._stack)))
+        if not skip and not self._left_out() and not self._in_code():
+            for key in self.ATTRS:
+                if a.get(key):
+                    self.seen.append((f"{tag}[{key}]", a[key]))
+        if tag not in self.VOID:
+            self._stack.append((tag, cls, skip))
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID:
+            return
+        if tag in self.BLOCK:
+            self._flush()
+        while self._stack:
+            if self._stack.pop()[0] == tag:
+                break
+
+    def handle_data(self, data):
+        if self._left_out():
+            return
+        if self._in_code():
+            self.code.update(re.findall(r"[A-Za-z_][\w.-]*", data))
+            if any(tag == "pre" or {"highlight", "cell_input", "cell_output"} & cls for tag, cls, _ in self._stack):
+                return   # a code cell or its output: tests/test_book.py checks outputs and comments
+        self._block += data
+
+    def close(self):
+        super().close()
+        self._flush()
+
+
+def _chinese_page_english(name: str, known: set[str]) -> list[str]:
+    """The English words a Chinese page shows outside code, identifiers, numbers, units,
+    names and maths (tools/zh_notebooks.english_words, with its ALLOWED_WORDS and NAMES)."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tools"))
+    import zh_notebooks
+
+    found = _VisibleText()
+    found.feed((SITE / name).read_text(encoding="utf-8", errors="replace"))
+    found.close()
+    known = known | found.code
+    left = []
+    for where, text in found.seen:
+        text = re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]|\$\$.*?\$\$", " ", text, flags=re.S)   # MathJax's maths
+        words = zh_notebooks.english_words(" ".join(text.split()), known)
+        if words:
+            left.append(f"{name} {where}: {' '.join(text.split())[:100]!r} ({', '.join(words[:6])})")
+    return left
+
+
+@pytest.fixture(scope="module")
+def chapter_identifiers() -> set[str]:
+    """The names the chapters' code uses (reshape, period, ...) and the exercises'
+    parameters (axis, base): a page may mention them in prose (the misconceptions page
+    quotes the checker's messages)."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tools"))
+    import zh_notebooks
+
+    names: set[str] = set()
+    for path in sorted((ROOT / "zh" / "chapters").glob("*.ipynb")):
+        names |= zh_notebooks._identifiers(json.loads(path.read_text(encoding="utf-8")))
+    for ex in importlib.import_module("attnlib.exercises").EXERCISES.values():
+        names |= set(re.findall(r"[A-Za-z_]\w*", ex.signature()))   # softmax(x, axis=-1): axis
+    return names
+
+
+def test_chinese_pages_show_no_english_outside_code_and_names(pages, chapter_identifiers):
+    """Every page of the Chinese edition, the theme's words included (sidebar captions,
+    header buttons, tooltips, aria labels, footer, search box): no English outside code,
+    identifiers, numbers, units and names (tools/zh_notebooks.py: ALLOWED_WORDS, NAMES)."""
+    # the general index lists the glossary's English terms and the API's names (English by
+    # design, as on those pages), under Sphinx's untranslatable "module" entries
+    chinese = sorted(n for n in pages if n.startswith(ZH) and n != ZH + "genindex.html")
+    if not chinese:
+        pytest.fail("no Chinese page was built (`make book` builds both editions)")
+    left = [line for name in chinese for line in _chinese_page_english(name, chapter_identifiers)]
+    assert not left, f"{len(left)} places with English on the Chinese pages:\n" + "\n".join(left[:60])
+
+
+def test_the_english_detector_sees_the_themes_words(tmp_path, monkeypatch, chapter_identifiers):
+    """The check above is not blind: on a page with the theme's English words left in
+    (what the Chinese edition showed before its theme catalogues), it finds each of them,
+    and it passes the same page in Chinese."""
+    english = ('<html lang="zh-CN"><head><title>3. 缩放 — 自注意力</title></head><body>'
+               '<nav aria-label="Main"><p class="caption">Chapters</p></nav>'
+               '<button title="Toggle primary sidebar"></button>'
+               '<a class="btn" href="https://github.com/x/y"><span>Repository</span></a>'
+               '<summary aria-label="Toggle hidden content">Show code cell source</summary>'
+               '<input placeholder="Search this book..."/><img alt="Binder logo" src="b.svg"/>'
+               '<p class="component-author">作者： The attnlib course team</p>'
+               '<p class="copyright">© Copyright 2026.</p>'
+               '<article><p>用 <code>reshape</code> 拆分，见 <a href="../appendix/bibliography.html#x" '
+               'title="Ashish Vaswani. Attention is all you need.">Vaswani et al., 2017</a>。</p>'
+               '<section id="module-attnlib.flash"><p>Returns the weights.</p></section>'
+               '<div class="cell_output"><pre>tensor([1.])</pre></div></article></body></html>')
+    chinese = ('<html lang="zh-CN"><head><title>3. 缩放 — 自注意力</title></head><body>'
+               '<nav aria-label="主导航"><p class="caption">章节</p></nav>'
+               '<button title="显示或隐藏左侧导航栏"></button>'
+               '<a class="btn" href="https://github.com/x/y"><span>源码仓库</span></a>'
+               '<summary aria-label="显示或隐藏内容">显示代码</summary>'
+               '<input placeholder="搜索本书……"/><img alt="Binder 图标" src="b.svg"/>'
+               '<p class="component-author">作者： attnlib 课程组</p>'
+               '<p class="copyright">版权所有 © 2026。</p>'
+               '<article><p>用 <code>reshape</code> 拆分，见 <a href="../appendix/bibliography.html#x" '
+               'title="Ashish Vaswani. Attention is all you need.">Vaswani et al., 2017</a>。</p>'
+               '<section id="module-attnlib.flash"><p>Returns the weights.</p></section>'
+               '<div class="cell_output"><pre>tensor([1.])</pre></div></article></body></html>')
+    monkeypatch.setattr(sys.modules[__name__], "SITE", tmp_path)
+    (tmp_path / "en.html").write_text(english, encoding="utf-8")
+    (tmp_path / "zh.html").write_text(chinese, encoding="utf-8")
+    found = "\n".join(_chinese_page_english("en.html", chapter_identifiers))
+    for phrase in ("Main", "Chapters", "Toggle primary sidebar", "Repository", "Toggle hidden content",
+                   "Show code cell source", "Search this book", "Binder logo", "course team", "Copyright"):
+        assert phrase in found, f"the detector missed {phrase!r}:\n{found}"
+    assert _chinese_page_english("zh.html", chapter_identifiers) == []
+
+
+_CLOSING_AFTER_MATH = re.compile(
+    r'<span class="math notranslate nohighlight">[^<]*</span>([，。、；：！？）」』”’》…]+)(?![，。、；：！？）」』”’》…]|</span>)')
+
+
+def test_chinese_formulas_keep_their_punctuation(pages):
+    """Every inline formula of the Chinese edition that full-width punctuation follows is
+    wrapped with it in <span class="attnlib-nobr"> (white-space: nowrap), so that "。" never
+    starts a line; tests/browser/test_site.py checks the lines in a browser."""
+    chinese = [n for n in pages if n.startswith(ZH)]
+    if not chinese:
+        pytest.fail("no Chinese page was built (`make book` builds both editions)")
+    wrapped, loose = 0, []
+    for name in chinese:
+        text = (SITE / name).read_text(encoding="utf-8", errors="replace")
+        wrapped += text.count('<span class="attnlib-nobr">')
+        loose += [f"{name}: …{m.group(0)[-60:]}" for m in _CLOSING_AFTER_MATH.finditer(text)]
+    assert wrapped > 300 and not loose, f"{wrapped} kept together; loose: {loose[:10]}"
+    css = (ROOT / "site_assets" / "attnlib-edition.css").read_text(encoding="utf-8")
+    assert re.search(r"\.attnlib-nobr\s*\{[^}]*white-space:\s*nowrap", css)
+    english = (SITE / "chapters" / "03_scaling.html").read_text(encoding="utf-8")
+    assert "attnlib-nobr" not in english, "the English edition keeps its own line breaking"

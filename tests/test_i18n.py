@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import os
 import pathlib
 import re
@@ -80,10 +81,27 @@ def test_msgfmt_every_message_translated_none_fuzzy(po):
         "delete its '#, fuzzy' line")
 
 
+# Chapters 5 and 6 are being split into four chapters (issue 31): their catalogues keep the
+# problems below until the split lands, and the edits that fix them are listed in issue 28's
+# closing note. Each entry is (catalogue or notebook, how many problems the checks report);
+# a change in either direction fails, so that a fixed problem is taken off the list.
+PENDING_SPLIT = {
+    "attnlib/i18n/locales/zh_CN/LC_MESSAGES/chapters/05_multihead.po": 4,
+    "attnlib/i18n/locales/zh_CN/LC_MESSAGES/chapters/06_complexity.po": 13,
+    "locales/zh_CN/LC_MESSAGES/chapters/05_multihead.po": 7,
+    "locales/zh_CN/LC_MESSAGES/chapters/06_complexity.po": 11,
+}
+
+
 @pytest.mark.parametrize("po", CATALOGUES, ids=_id)
 def test_translations_keep_maths_code_links_and_use_the_glossary(po):
+    """Markup kept, the glossary's terms, the typography rules (through {fields}), no
+    sentence over 120 characters; chapters 5 and 6 have exactly PENDING_SPLIT's problems."""
     problems = i18n_check.check_file(po)
-    assert not problems, "\n".join(problems)
+    pending = PENDING_SPLIT.get(_id(po), 0)
+    assert len(problems) == pending, (
+        "\n".join(problems) + (f"\n{len(problems)} problems, PENDING_SPLIT expects {pending}: fix a new one, "
+                               "or lower the count of a fixed one" if pending else ""))
 
 
 def _read(po: pathlib.Path):
@@ -503,3 +521,144 @@ Case((2,), label=label)
     found = {m for _l, _f, m, _c in i18n_extract.extract_exercises(io.BytesIO(source), (), (), {})}
     assert found == {"Compute it.", "Think first.", "Step one.", "Step two.", "A title", "A message.",
                      "A fix.", "one token"}, found
+
+
+# ------------------------------------------------------------------ terms and typography (issue 28)
+
+def _entry(msgstr: str, msgid: str = "x", template: bool = False, code: bool = False) -> dict:
+    return {"msgid": msgid, "msgstr": msgstr, "flags": {"python-brace-format"} if template else set(), "code": code}
+
+
+# (English, a translation the rules must refuse, the edited one they must pass, template?)
+TYPOGRAPHY = [
+    # a ratio through a {field}: 多 {ratio} 倍 is ratio + 1 times
+    ("plain moves {ratio:.1f}x more bytes", "普通实现搬运的字节数多 {ratio:.1f} 倍",
+     "普通实现搬运的字节数是分块实现的 {ratio:.1f} 倍", True),
+    ("{a} / {b} = {r:.0f}x", "依赖 / 批量 = {r:.0f}x", "依赖 / 批量 = {r:.0f} 倍", True),
+    # the layer below is the one a layer reads: 前一层
+    ("Each layer reads the outputs of the layer below.", "每一层读取的是下一层的输出。",
+     "每一层读取的是前一层的输出。", False),
+    ("This picture is the view for {label}.", "这张图是 查询 = her 时的视图。", "这张图的设置：查询 = her。", False),
+    ("n = {n}: peak plain {p}", "n = {n}：峰值 普通实现 {p}", "n = {n}：普通实现的峰值 {p}", True),
+    ("views ({views})", "视图（无掩码, 填充掩码）", "视图（无掩码、填充掩码）", False),
+    ("time: {t} ms", "时间: {t} ms", "时间：{t} ms", True),
+    ("positions 0-22", "位置 0-22", "位置 0–22", False),
+    ("keys {a}-{b}", "键 {a}-{b}", "键 {a}–{b}", True),
+    ("{n:,} parameters", "{n:,} 个参数", "{n} 个参数", True),
+    ("Open it in a notebook.", "在 notebook 中打开它。", "在笔记本中打开它。", False),
+    ("a bug that raises no error", "一个不会报错的 bug", "一个不会报错的错误", False),
+    ("the running sums", "累加和", "累积和", False),
+    ("learned", "学习式", "可学习", False),
+    ("Attention is memory-bound.", "注意力受限于访存。", "注意力是访存受限的。", False),
+    ("Rotary position embeddings", "旋转位置嵌入", "旋转位置编码", False),
+    ("soft: the loss fell", "软查找：损失下降", "软查表：损失下降", False),
+]
+
+
+@pytest.mark.parametrize("english, old, new, template", TYPOGRAPHY, ids=[t[1][:14] for t in TYPOGRAPHY])
+def test_the_term_and_typography_rules_see_through_fields(english, old, new, template):
+    terms = i18n_check.load_terms()
+    assert i18n_check.check_entry(_entry(old, english, template), terms), f"the rules let through: {old}"
+    assert i18n_check.check_entry(_entry(new, english, template), terms) == [], new
+
+
+def test_a_field_reads_as_a_number_and_maths_as_a_latin_word():
+    assert i18n_check.rule_text("多 {ratio:.1f} 倍", template=True) == "多 0 倍"
+    assert i18n_check.rule_text("多 {ratio:.1f} 倍") == "多 {ratio:.1f} 倍"   # not a template: braces are text
+    assert i18n_check.rule_text("取 $x$。见 `f`", template=False) == "取 M。见 M"
+    assert i18n_check.format_spec("{f / n:,.0f}") == ",.0f" and i18n_check.format_spec("{x[:, 0]}") == ""
+
+
+def test_a_chinese_translation_may_drop_a_thousands_separator_and_nothing_else():
+    import zh_notebooks
+
+    src = 'print(f"{n:,} parameters, {t:.2f} s")\n'
+    ok = {"{n:,} parameters, {t:.2f} s": "{n} 个参数，{t:.2f} 秒"}
+    text, missing = zh_notebooks.translate_code(src, ok)
+    assert not missing and "{n} 个参数" in text
+    for bad in ("{n} 个参数，{t:.3f} 秒", "{m} 个参数，{t:.2f} 秒"):
+        _, missing = zh_notebooks.translate_code(src, {"{n:,} parameters, {t:.2f} s": bad})
+        assert missing and "fields" in missing[0], bad
+
+
+def test_long_sentences_are_found_as_the_reader_sees_them():
+    long = "这是一个很长的句子，" * 13 + "到此为止。"          # 135 characters
+    assert i18n_check.long_sentences(_entry(long))
+    assert not i18n_check.long_sentences(_entry(long.replace("，到此", "。到此").replace("句子，这是", "句子。这是", 6)))
+    # a formula counts by its symbols, a link by its text
+    short = "见 [第 3 章](../chapters/03_scaling.ipynb#the-variance-of-a-dot-product) 与 $\\mathrm{softmax}$。" * 2
+    assert not i18n_check.long_sentences(_entry(short))
+    # printed text of a chapter's code (a template) is not prose
+    assert not i18n_check.long_sentences(_entry(long + "{x}", template=True, code=True))
+
+
+def test_printed_output_is_checked_too(tmp_path, monkeypatch):
+    """The rules run on the lines the Chinese notebooks print, where a field has its value."""
+    nb = {"cells": [{"cell_type": "code", "source": "", "outputs": [
+        {"output_type": "stream", "name": "stdout",
+         "text": ["普通实现搬运的字节数多 3.9 倍；2B/d = 4\n", "峰值 普通实现 16.5 MiB\n", "tensor([1., 2.])\n",
+                  "普通实现搬运的字节数是分块实现的 3.9 倍\n"]}]}]}
+    path = tmp_path / "99_test.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    monkeypatch.setattr(i18n_check, "ROOT", tmp_path)
+    problems, read = i18n_check.check_outputs(path)
+    assert read == 3 and len(problems) == 2, problems   # the repr is not text; the last line is right
+    assert "多 3.9 倍" in problems[0] and "值 普" in problems[1]
+
+
+# The Chinese notebooks' printed lines still have these problems: chapters 5 and 6 wait for
+# their split (issue 31; their catalogues' problems print here too); the others are printed
+# by a chapter's code, not by a message, and need a change to the English chapter (issue
+# 28's closing note lists them).
+PENDING_OUTPUT = {
+    "02_qkv.ipynb": 1,         # cell 25: print's separator after "：" ("|…|： 一个矩阵")
+    "05_multihead.ipynb": 3,   # cell 7: print's separator; cells 15, 18: catalogue (split)
+    "06_complexity.ipynb": 20,  # catalogue (split): 0-1, 峰值 普通实现, 1.00x, 131,770, 累加和, ...
+    "08_inference.ipynb": 6,   # cell 47: f"{lo:.2f}-{hi:.2f}", a range with a hyphen in code
+}
+
+
+@pytest.mark.parametrize("nb", i18n_check.notebooks(), ids=lambda p: p.name)
+def test_what_the_chinese_notebooks_print_follows_the_rules(nb):
+    problems, read = i18n_check.check_outputs(nb)
+    assert read > 10
+    assert len(problems) == PENDING_OUTPUT.get(nb.name, 0), "\n".join(problems[:30])
+
+
+def test_lists_and_explorer_stills_follow_the_language(monkeypatch):
+    """An explorer's still lists its views as the language does (1, 2, 4 / 1、2、4) and says
+    which one it shows without a space between Chinese words."""
+    from attnlib.i18n import join_list
+    from attnlib.ui.widgets import Explorer
+
+    ex = Explorer(widget=None, frames=[b"\x89PNG"] * 2, labels=["无掩码", "编码器：填充掩码"], description="掩码")
+    try:
+        assert join_list([1, 2, 4]) == "1, 2, 4"
+        al.set_language("zh")
+        assert join_list([1, 2, 4]) == "1、2、4"
+        html = ex.still_bundle()["text/html"]
+        assert "（无掩码、编码器：填充掩码）" in html and "这张图的设置：掩码 = 无掩码。" in html, html
+        assert not i18n_check.check_text(html.split("&#9654; ")[1].split("</p>")[0], i18n_check.load_terms())
+    finally:
+        al.set_language("en")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_stub_verdict_says_not_attempted_once_and_shows_code_as_code(lang):
+    """The verdict on an untouched stub: its title says "not attempted" (尚未作答), its message
+    says why without repeating it, and the HTML shows `raise NotImplementedError` as code,
+    not between backticks."""
+    def softmax(x, axis=-1):
+        raise NotImplementedError
+
+    try:
+        al.set_language(lang)
+        r = al.exercises.check("softmax", softmax)
+        title, message = str(r).split("\n")[:2]
+        head = i18n.tr("not attempted")
+        assert r.status == "not_attempted" and title.endswith(head)
+        assert head.lower() not in message.lower() and "还没有作答" not in message, message
+        html = r._repr_html_()
+        assert "<code>raise NotImplementedError</code>" in html and "`" not in html
+    finally:
+        al.set_language("en")

@@ -47,18 +47,39 @@ ZH = {
     "language": "zh_CN",
     "path": "zh",              # under _build/html/
     "notebooks": "zh",         # the Chinese notebooks: zh/chapters/*.ipynb in the repository
+    "author": "attnlib 课程组",  # the footer's 作者：...
+    # theme text that comes from settings, not from a catalogue (the themes' strings that
+    # go through gettext are in locales/zh_CN/LC_MESSAGES/sphinx.po and booktheme.po)
+    "sphinx": {
+        "html_theme_options": {"search_bar_text": "搜索本书……"},
+        # the button of a cell tagged hide-input (the chapters use no hide-output)
+        "nb_code_prompt_show": "显示代码",
+        "nb_code_prompt_hide": "隐藏代码",
+        "togglebutton_hint": "点击显示",
+        "togglebutton_hint_hide": "点击隐藏",
+    },
 }
 # what the Chinese build's source tree links to (everything of the book but the chapters)
 STAGE_SKIP = {".git", ".venv", "_build", "node_modules", "chapters", ZH["notebooks"]}
 
 
+def _merge(into: dict, new: dict) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
 def derived_config(*, execute: str | None = None, language: str | None = None,
                    title: str | None = None, name: str | None = None,
-                   path_to_book: str | None = None) -> pathlib.Path:
+                   path_to_book: str | None = None, author: str | None = None,
+                   sphinx_config: dict | None = None) -> pathlib.Path:
     """Write ``_build/_config.<name>.yml``: ``_config.yml`` with absolute paths (a config
     file outside the book's root resolves relative paths from its own folder) and the
-    given overrides. ``name`` defaults to the language, or "gettext" when not executing
-    (builds that may run at the same time need names of their own). Returns its path."""
+    given overrides (``sphinx_config``: merged into ``sphinx: config:``). ``name`` defaults to the
+    language, or "gettext" when not executing (builds that may run at the same time need
+    names of their own). Returns its path."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     absolute = lambda p: str(ROOT / p)  # noqa: E731
     sphinx = config["sphinx"]
@@ -75,6 +96,10 @@ def derived_config(*, execute: str | None = None, language: str | None = None,
         cfg["language"] = language
     if title is not None:
         config["title"] = title
+    if author is not None:
+        config["author"] = author
+    if sphinx_config:
+        _merge(cfg, sphinx_config)
     if path_to_book is not None:   # where the launch buttons find a page's notebook
         config.setdefault("repository", {})["path_to_book"] = path_to_book
     name = name or language or ("gettext" if execute == "off" else "custom")
@@ -153,6 +178,25 @@ def update_po() -> int:
     return 0
 
 
+def translated_toc(text: str) -> str:
+    """``_toc.yml`` with each part's caption in Chinese, from the root page's catalogue
+    (``make gettext`` extracts the captions there; Sphinx translates them in the root
+    page's toctree, but the sidebar shows the captions of ``_toc.yml``). A caption without
+    a translation is an error: it would show in English."""
+    from babel.messages.pofile import read_po
+
+    toc = yaml.safe_load(text)
+    with open(ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / f"{toc['root']}.po", "rb") as f:
+        catalogue = {m.id: m.string for m in read_po(f) if m.id and m.string and not m.fuzzy}
+    for part in toc.get("parts", []):
+        if "caption" in part:
+            if part["caption"] not in catalogue:
+                raise SystemExit(f"_toc.yml: the caption {part['caption']!r} has no translation in "
+                                 f"locales/zh_CN/LC_MESSAGES/{toc['root']}.po: run `make update-po`")
+            part["caption"] = catalogue[part["caption"]]
+    return yaml.safe_dump(toc, allow_unicode=True, sort_keys=False)
+
+
 def stage_zh_sources() -> pathlib.Path:
     """``_build/zh-src/``: the book's sources (links to them) with each chapter replaced by
     its Chinese notebook's code cells and stored outputs under the English chapter's
@@ -161,7 +205,9 @@ def stage_zh_sources() -> pathlib.Path:
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
     for entry in sorted(ROOT.iterdir()):
-        if entry.name not in STAGE_SKIP:
+        if entry.name == "_toc.yml":   # the parts' captions in Chinese
+            (src / entry.name).write_text(translated_toc(entry.read_text(encoding="utf-8")), encoding="utf-8")
+        elif entry.name not in STAGE_SKIP:
             (src / entry.name).symlink_to(entry)
     (src / "chapters").mkdir()
     for en_path in sorted((ROOT / "chapters").glob("*.ipynb")):
@@ -183,7 +229,7 @@ def build_zh(extra: list[str]) -> int:
     """Build the Chinese edition into ``_build/html/zh`` from the Chinese notebooks'
     stored outputs (executing nothing)."""
     config = derived_config(execute="off", language=ZH["language"], title=ZH["title"],
-                            path_to_book=ZH["notebooks"])
+                            path_to_book=ZH["notebooks"], author=ZH["author"], sphinx_config=ZH["sphinx"])
     src = stage_zh_sources()
     work = BUILD / "zh-build"
     env = dict(os.environ, ATTNLIB_LANG="zh")

@@ -332,11 +332,20 @@ def _literal_text_of(node: ast.expr) -> str:
     return literal_message(node, _LINES)[0] if _LINES else ""
 
 
+# the grouping option of a format spec ("," of "{n:,}", "_" of "{n:>10_}")
+_GROUPING = re.compile(r"^((?:.?[<>=^])?[+\- ]?z?#?0?\d*)[,_]")
+
+
 def fields(message: str) -> list[str]:
-    """The ``{...}`` fields of an f-string message, verbatim and sorted."""
+    """The ``{...}`` fields of an f-string message, verbatim and sorted, except that a
+    format spec's thousands separator is left out: a translation keeps every field's
+    expression and format, but Chinese writes ``{n}`` where English writes ``{n:,}``
+    (locales/zh_CN/terms.yml, forbid_field)."""
     try:
         return sorted(f"{{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}}"
-                      for _, name, spec, conv in string.Formatter().parse(message) if name is not None)
+                      for _, name, spec, conv in
+                      ((t, n, _GROUPING.sub(r"\1", s or ""), c) for t, n, s, c in string.Formatter().parse(message))
+                      if name is not None)
     except ValueError:
         return sorted(re.findall(r"(?<!\{)\{[^{}]+\}(?!\})", message))
 
@@ -648,7 +657,14 @@ max min mean std argmax sqrt cos sin relu elu ms KiB MiB GiB KB MB GB OPT Llama 
 pre-LN post-LN LN autograd logit logits Jacobian einsum BLAS OpenBLAS MKL Colab Binder JupyterLab
 Jupyter JupyterHub ipywidgets Python float float16 float32 float64 bfloat16 bf16 fp16 fp32 int bool True False None
 beta tanh alpha tau sigma theta lambda acc Monte Carlo XOR Var FlashAttention Performer ELU Binomial apple phone released ate Anna Tom her lent
-red pen cat sat dog man the
+red pen cat sat dog man the sigmoid
+""".split()}
+# proper names a Chinese page writes in Latin letters: people, products, models, papers'
+# methods (a name with an inner capital, a digit or all capitals, such as WaveNet, GPT-2 or
+# NVIDIA, is recognised as a name without being listed); and the other edition's name
+NAMES = {w.lower() for w in """
+English Cauchy Schwarz Frobenius Longformer BigBird Sparse Transformer Triton Moodle Canvas
+Ada Linux Xiong Elhage Karpathy Hugging Face Python Jupyter
 """.split()}
 _WORD = re.compile(r"(?<![0-9A-Za-z])(?:[A-Za-z][A-Za-z0-9'’-]*[A-Za-z0-9]|[A-Za-z])")
 
@@ -682,10 +698,12 @@ def english_words(line: str, known: set[str]) -> list[str]:
     """The English words of a line of Chinese text: words of letters that are not code
     (an identifier of the notebook, a dotted or underscored name, a call, ``name=value``,
     a name beside an operator), not a symbol of one or two letters or a short acronym, not
-    on :data:`ALLOWED_WORDS`, and not quoted: inside “...” or a full-width gloss （...）,
-    or after ``Error:`` / ``出错：`` (a library's own message)."""
+    on :data:`ALLOWED_WORDS`, not a name (:data:`NAMES`, or a word with an inner capital,
+    a digit or only capitals: WaveNet, GPT-2, NVIDIA), and not quoted: inside “...”, a
+    full-width gloss （...） or title marks 《...》, or after ``Error:`` / ``出错：`` (a
+    library's own message)."""
     line = re.split(r"\w*Error:|出错：", line)[0]
-    line = re.sub(r"“[^”]*”|（[^）]*）|\b[A-Z]\w*\([^()]*\)", " ", line)   # quoted, glossed, an object's repr
+    line = re.sub(r"“[^”]*”|（[^）]*）|《[^》]*》|\b[A-Z]\w*\([^()]*\)", " ", line)   # quoted, glossed, a title, a repr
     line = re.sub(r"`[^`]*`|https?://\S+|\S*\w[_.(\[/\\=~]\S*|\S*[_.(\[/\\=~]\w\S*|\$[^$]*\$|^\s*--- setup",
                   " ", line)
     found = []
@@ -693,6 +711,8 @@ def english_words(line: str, known: set[str]) -> list[str]:
         w = m.group()
         if sum(ch.isalpha() for ch in w) <= 2 or (w.isupper() and len(w) <= 4) or w.lower() in ALLOWED_WORDS or w in known:
             continue
+        if w.lower() in NAMES or w.isupper() or re.search(r"[a-z][A-Z]|\d", w):
+            continue   # a name (WaveNet, GPT-2, NVIDIA) or an identifier (IndexError, acc1)
         around = line[max(0, m.start() - 3):m.start()] + "|" + line[m.end():m.end() + 3]
         if re.search(r"[@*+/=&|~-]\s*\||\|\s*[@*+/=&|]", around):
             continue   # beside an operator: code ("weights @ v")
@@ -710,6 +730,7 @@ def _output_lines(cell) -> list[str]:
             if "text/html" in data:
                 html = "".join(data["text/html"])
                 html = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)
+                html = re.sub(r"<code>(.*?)</code>", r"`\1`", html, flags=re.S)   # code, as in Markdown
                 lines += [re.sub(r"\s+", " ", t).strip() for t in re.split(r"<br\s*/?>|</(?:p|div|li|tr|summary|details|h\d)>", html)]
                 lines = [re.sub(r"<[^>]+>", " ", l) for l in lines]
             elif "text/plain" in data and "image/png" not in data:

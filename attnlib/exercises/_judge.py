@@ -348,8 +348,9 @@ class Plan:
                                 "Keep the stub's signature: `{signature}`.").format(
                 call=f"{fname}({shown})", error=exc, signature=ex.signature()), "signature", hint=False)
         if out.status == "raised" and "not_implemented" in out.raised.kinds and i == 0:
-                return CheckResult(ex.name, "not_attempted", _("Not attempted yet: the function still raises "
-                                                            "NotImplementedError. Replace `raise NotImplementedError` with your code."),
+                # the title already says "not attempted": the message says why and what to do
+                return CheckResult(ex.name, "not_attempted", _("The function still raises NotImplementedError: "
+                                                            "replace `raise NotImplementedError` with your code."),
                                details={"problem": "not_attempted"})
         ended = self._ended(out, where, req, "cases", i)
         if ended is not None:

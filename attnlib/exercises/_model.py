@@ -251,6 +251,15 @@ _HEAD = {"passed": N_("passed"), "failed": N_("not yet"), "not_attempted": N_("n
          "error": N_("could not check")}
 
 
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def _html_text(text: str) -> str:
+    """``text`` for HTML: escaped, with each `code span` of a message set as <code> (the
+    messages mark code the Markdown way; in a notebook the backticks would show)."""
+    return _CODE_SPAN.sub(r"<code>\1</code>", html.escape(text))
+
+
 @dataclass
 class CheckResult:
     """What :func:`check` found. ``status`` is passed, failed, not_attempted or error.
@@ -317,9 +326,9 @@ class CheckResult:
         c = _COLOUR[self.status]
         hint_word, fix_words = _("Hint:"), html.escape(_("How to fix it:"))
         printed_words = _("Your function printed (first lines):")
-        hint = (f'<div style="margin-top:.3em"><b>{hint_word}</b> {html.escape(self.hint)}</div>'
+        hint = (f'<div style="margin-top:.3em"><b>{hint_word}</b> {_html_text(self.hint)}</div>'
                 if self.hint else "")
-        fix = (f'<div style="margin-top:.3em"><b>{fix_words}</b> {html.escape(self.fix)}</div>'
+        fix = (f'<div style="margin-top:.3em"><b>{fix_words}</b> {_html_text(self.fix)}</div>'
                if self.fix else "")
         printed = (f'<div style="margin-top:.3em"><b>{printed_words}</b>'
                    f'<pre style="margin:.2em 0">{html.escape(self._printed())}</pre></div>'
@@ -330,4 +339,4 @@ class CheckResult:
         return (f'<div class="attnlib-check attnlib-check-{self.status}" '
                 f'style="border-left:4px solid {c};padding:.4em .8em;margin:.3em 0">'
                 f'<b style="color:{c}">{html.escape(title)}</b>'
-                f'<div style="white-space:pre-wrap">{html.escape(self.message)}</div>{hint}{fix}{printed}{step}</div>')
+                f'<div style="white-space:pre-wrap">{_html_text(self.message)}</div>{hint}{fix}{printed}{step}</div>')

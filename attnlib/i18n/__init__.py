@@ -165,6 +165,19 @@ def join_sentences(first: str, second: str) -> str:
     return f"{first}{'。' if _state['lang'] == 'zh' else '. '}{second}"
 
 
+# the locale whose conventions (list separators) a language follows (Babel's CLDR data)
+_LOCALES = {"en": "en", "zh": "zh_CN"}
+
+
+def join_list(items) -> str:
+    """``items`` (as text) listed the current language's way, without a final "and":
+    ``1, 2, 4`` in English, ``1、2、4`` in Chinese (CLDR's list separator, from Babel)."""
+    from babel import Locale
+
+    middle = Locale.parse(_LOCALES[_state["lang"]]).list_patterns["standard"]["middle"]
+    return middle.format("", "").join(str(item) for item in items)
+
+
 # ----------------------------------------------------------------------- figures
 
 def _figure_texts(fig):

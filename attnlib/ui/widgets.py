@@ -29,7 +29,7 @@ import base64
 import html
 from typing import Callable, Sequence
 
-from ..i18n import N_, _
+from ..i18n import N_, _, join_list
 
 __all__ = ["Explorer", "explorer", "RUN_HINT"]
 
@@ -63,7 +63,7 @@ class Explorer:
         """The MIME bundle of the still: the first view as a picture and a line saying to
         run the cell. Its ``text/plain`` is stable (nbval compares it)."""
         png = base64.b64encode(self.frames[self.initial]).decode("ascii")
-        views = ", ".join(map(str, self.labels))
+        views = join_list(self.labels)   # 1, 2, 4 (Chinese: 1、2、4)
         label = f"{self.description} = {self.labels[self.initial]}"
         run = _(RUN_HINT)
         alt = _("{label} (first view of the explorer)").format(label=label)

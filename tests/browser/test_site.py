@@ -410,3 +410,68 @@ def test_header_link_opens_the_same_page_in_the_other_edition(open_page, site, p
     assert page.url.endswith("/" + other), page.url
     assert page.evaluate("() => document.documentElement.lang").lower().startswith("en" if path.startswith("zh/") else "zh")
     assert not log.problems(), "; ".join(log.problems())
+
+
+# each group of an inline formula and the full-width punctuation touching it
+# (tools/sphinxext/attnlib_i18n.py): how many there are, and those that a line break splits
+SPLIT_GROUPS = """(rule) => {
+    const groups = Array.from(document.querySelectorAll('.attnlib-nobr'));
+    if (!rule) groups.forEach(g => { g.style.whiteSpace = 'normal'; });
+    const split = groups.filter(g => g.getClientRects().length > 1)
+                        .map(g => (g.textContent || '').trim().slice(-30));
+    return {groups: groups.length, split: split};
+}"""
+
+
+@pytest.mark.parametrize("path, width", [(p, 390) for p in chapter_pages() if p.startswith("zh/")]
+                         + [("zh/chapters/03_scaling.html", 1280)])
+def test_chinese_punctuation_never_starts_a_line_after_a_formula(open_page, site, path, width):
+    """In the Chinese edition a line never starts with "。" (or another closing mark) left
+    behind by the formula before it: every formula with the punctuation touching it stays on
+    one line, on a phone and on a desktop screen."""
+    page, log = open_page(path, viewport={"width": width, "height": 900})
+    assert not [p for p in _settle(page) if "MathJax" in p]   # the lines are measured on typeset maths
+    state = page.evaluate(SPLIT_GROUPS, True)
+    assert state["groups"] > 0, f"{path}: no formula is kept with its punctuation (.attnlib-nobr)"
+    assert not state["split"], f"{path} at {width} px: a line break splits {state['split'][:5]}"
+
+
+def test_the_punctuation_check_sees_a_split(open_page, site):
+    """Without the rule that keeps them together, chapter 3 at 390 px does break lines
+    between a formula and its "。" or "，" (so the test above can fail)."""
+    path = "zh/chapters/03_scaling.html"
+    if not (SITE / path).is_file():
+        pytest.fail(f"{path} was not built")
+    page, log = open_page(path, viewport=PHONE)
+    assert not [p for p in _settle(page) if "MathJax" in p]
+    assert page.evaluate(SPLIT_GROUPS, False)["split"], "no group splits even without white-space: nowrap"
+
+
+def _search(open_page, query: str, edition: str = "zh/") -> list[str]:
+    page, log = open_page(f"{edition}search.html?q={urllib.parse.quote(query)}")
+    page.wait_for_function("""() => {
+        const summary = (document.querySelector('#search-results .search-summary')?.textContent || '').trim();
+        if (!summary) return false;
+        const count = summary.match(/\\d+/);
+        return !count || document.querySelectorAll('#search-results li').length >= Number(count[0]);
+    }""", timeout=20000)
+    assert not log.problems(), "; ".join(log.problems())
+    return page.evaluate("() => Array.from(document.querySelectorAll('#search-results li a'))"
+                         ".map(a => a.getAttribute('href') || '')")
+
+
+@pytest.mark.parametrize("query, edition", [("词元", "zh/"), ("注意力分数", "zh/"), ("softmax", "zh/"),
+                                            ("softmax", ""), ("attention scores", "")])
+def test_search_lists_each_page_once(open_page, site, query, edition):
+    """A page is listed once: not for one of its entries (a glossary term, an API object,
+    a section) and again for its text (site_assets/attnlib-search.js). The Chinese search
+    finds 词元, the word a d2l-zh reader types for token, in the glossary."""
+    hrefs = _search(open_page, query, edition)
+    assert hrefs, f"searching {query!r} found nothing"
+    pages = [h.split("#")[0] for h in hrefs]
+    twice = sorted({p for p in pages if p in {h.split("#")[0] for h in hrefs if "#" in h} and
+                    any(h == p for h in hrefs)})
+    assert not twice, f"searching {query!r} lists {twice} both for an entry and for its text: {hrefs}"
+    if query == "词元":
+        glossary = [h for h in hrefs if "appendix/glossary.html" in h]
+        assert len(glossary) == 1 and "#term-" in glossary[0], hrefs

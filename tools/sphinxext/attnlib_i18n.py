@@ -21,14 +21,34 @@ extension adds what Sphinx does not do by itself:
   setting is used only to *extract* the blocks (``make gettext``) and switched off for the
   HTML build.
 - **Search** in Chinese: a query typed without spaces is cut into the words of the index
-  (``site_assets/attnlib-search-zh.js``).
+  (``site_assets/attnlib-search-zh.js``). In both editions a page is listed once in the
+  results (``site_assets/attnlib-search.js``: the glossary was listed twice, for a term and
+  for its text).
+- **The themes' own words** (buttons, tooltips, labels of the page's frame): Sphinx reads
+  ``locales/zh_CN/LC_MESSAGES/sphinx.po`` ahead of its own and the pydata theme's
+  catalogues; ``booktheme.po`` there is put ahead of sphinx-book-theme's (whose zh_CN
+  catalogue predates its current strings); and the attributes the themes write without a
+  translation call (``title="Toggle primary sidebar"``, ``aria-label="Main"``, myst-nb's
+  ``<summary aria-label="Toggle hidden content">``) are translated from ``sphinx.po`` in
+  the written pages. Settings that are text (the author, the search box's placeholder,
+  the hidden cells' buttons, the sidebar's captions) are the edition's, from
+  ``tools/editions.py``.
+- **No punctuation orphaned by maths**: a browser may break a line between an inline
+  formula and the full-width punctuation after it, so that "。" starts a line (or "（"
+  ends one). In the Chinese edition each inline formula is kept together with the
+  punctuation that touches it (``<span class="attnlib-nobr">``, ``white-space: nowrap``
+  in ``site_assets/attnlib-edition.css``).
 - **Text that attnlib generates at build time** (the mistake catalogue of the
   misconceptions page) is rendered in the edition's language:
   :func:`attnlib.i18n.set_language` is called with it.
 """
 from __future__ import annotations
 
+import gettext
+import html
+import io
 import pathlib
+import re
 
 from docutils import nodes
 from sphinx import addnodes
@@ -110,6 +130,50 @@ class TranslateRawHtml(SphinxTransform):
                 node.rawsource = msgstr
 
 
+# full-width punctuation that must not start a line (after a formula) or end one (before it)
+CLOSING = "，。、；：！？）」』”’》…"
+OPENING = "（「『“‘《"
+
+
+class KeepMathWithPunctuation(SphinxTransform):
+    """In the Chinese edition, wrap each inline formula together with the full-width
+    punctuation that touches it (``$x$。``, ``（$x$``) in ``<span class="attnlib-nobr">``,
+    so that a line never starts with "。" or ends with "（" because of a formula."""
+
+    default_priority = 800   # after the Locale transform: the Chinese text is in place
+
+    def apply(self, **kwargs) -> None:
+        if edition(self.config.language) == "en":
+            return
+        for math in list(self.document.findall(nodes.math)):
+            parent = math.parent
+            if parent is None or isinstance(parent, nodes.inline) and "attnlib-nobr" in parent["classes"]:
+                continue
+            i = parent.index(math)
+            after = parent[i + 1] if i + 1 < len(parent) else None
+            before = parent[i - 1] if i > 0 else None
+            tail = head = ""
+            if isinstance(after, nodes.Text):
+                tail = re.match(f"[{CLOSING}]*", after.astext()).group(0)
+            if isinstance(before, nodes.Text):
+                head = re.search(f"[{OPENING}]*$", before.astext()).group(0)
+            if not tail and not head:
+                continue
+            group = nodes.inline(classes=["attnlib-nobr"])
+            if head:
+                rest = before.astext()[:-len(head)]
+                parent.replace(before, nodes.Text(rest)) if rest else parent.remove(before)
+                group += nodes.Text(head)
+            i = parent.index(math)
+            parent.remove(math)
+            group += math
+            if tail:
+                rest = after.astext()[len(tail):]
+                parent.replace(after, nodes.Text(rest)) if rest else parent.remove(after)
+                group += nodes.Text(tail)
+            parent.insert(i, group)
+
+
 def untranslated_outputs(app: Sphinx, doctree) -> None:
     """Warn (an error under ``-W``) about a notebook output that says attnlib found no
     translation: a ``MissingTranslation`` raised while a figure was flushed after its cell
@@ -161,9 +225,84 @@ def header_link(app: Sphinx, config: Config) -> None:
 
 def chinese_search(app: Sphinx) -> None:
     """The Chinese edition's query splitter (site_assets/attnlib-search-zh.js): a phrase
-    typed without spaces is cut into the words the search index holds."""
-    if edition(app.config.language) == "zh_CN" and app.builder.format == "html":
+    typed without spaces is cut into the words the search index holds. Both editions: each
+    page once in the results (site_assets/attnlib-search.js)."""
+    if app.builder.format != "html":
+        return
+    if edition(app.config.language) == "zh_CN":
         app.add_js_file("attnlib-search-zh.js", priority=150)  # before searchtools.js
+    app.add_js_file("attnlib-search.js", priority=150)
+
+
+def _po(app: Sphinx, domain: str):
+    """The project's ``<locale_dir>/<language>/LC_MESSAGES/<domain>.po`` (Babel's catalogue),
+    or None."""
+    from babel.messages.pofile import read_po
+
+    for d in app.config.locale_dirs:
+        po = pathlib.Path(app.srcdir, d, app.config.language, "LC_MESSAGES", f"{domain}.po")
+        if po.is_file():
+            with po.open("rb") as f:
+                return read_po(f)
+    return None
+
+
+def theme_catalogue_first(app: Sphinx) -> None:
+    """sphinx-book-theme translates its buttons with its own catalogue ("booktheme"), whose
+    zh_CN entries predate the strings it shows: the project's ``booktheme.po`` goes first,
+    the theme's stays as the fallback."""
+    if edition(app.config.language) == "en":
+        return
+    from sphinx import locale
+
+    from babel.messages.mofile import write_mo
+
+    catalog = _po(app, "booktheme")
+    if catalog is None:
+        return
+    mo = io.BytesIO()
+    write_mo(mo, catalog, use_fuzzy=False)
+    mo.seek(0)
+    ours = gettext.GNUTranslations(mo)
+    key = ("general", "booktheme")
+    theirs = locale.translators.get(key)
+    if theirs is not None and theirs is not ours:
+        ours.add_fallback(theirs)
+    locale.translators[key] = ours
+
+
+_ATTRIBUTE = re.compile(r'\b(title|aria-label|alt|placeholder|data-bs-title)="([^"<>]+)"')
+
+
+def translate_attributes(text: str, catalogue: dict[str, str]) -> str:
+    """``text`` (a written page) with each attribute whose value ``catalogue`` has replaced
+    by its translation.
+
+    >>> translate_attributes('<nav aria-label="Main"><a title="Main menu">', {"Main": "主导航"})
+    '<nav aria-label="主导航"><a title="Main menu">'
+    """
+    def swap(m: re.Match) -> str:
+        new = catalogue.get(html.unescape(m.group(2)))
+        return f'{m.group(1)}="{html.escape(new, quote=True)}"' if new else m.group(0)
+    return _ATTRIBUTE.sub(swap, text)
+
+
+def untranslated_attributes(app: Sphinx, exception: Exception | None) -> None:
+    """The themes write some attributes in English without a translation call: translate
+    them in every written page from the project's ``sphinx.po``."""
+    if exception is not None or edition(app.config.language) == "en" or app.builder.format != "html":
+        return
+    catalog = _po(app, "sphinx")
+    if catalog is None:
+        return
+    catalogue = {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
+    for page in pathlib.Path(app.outdir).rglob("*.html"):
+        if "_static" in page.relative_to(app.outdir).parts:
+            continue
+        text = page.read_text(encoding="utf-8")
+        new = translate_attributes(text, catalogue)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
 
 
 def set_attnlib_language(app: Sphinx, config: Config) -> None:
@@ -185,6 +324,7 @@ def page_context(app: Sphinx, pagename: str, templatename: str, context: dict, d
 def setup(app: Sphinx) -> dict:
     app.add_transform(KeepApiInEnglish)
     app.add_transform(TranslateRawHtml)
+    app.add_transform(KeepMathWithPunctuation)
     app.connect("builder-inited", extract_raw_only_for_gettext)
     app.connect("doctree-read", untranslated_outputs)
     app.connect("builder-inited", chinese_search)
@@ -193,4 +333,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", header_link)
     app.connect("config-inited", set_attnlib_language)
     app.connect("html-page-context", page_context)
+    app.connect("builder-inited", theme_catalogue_first)
+    app.connect("build-finished", untranslated_attributes)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
