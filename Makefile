@@ -21,7 +21,7 @@ QUICK      := not slow and not system
 NBVAL      := --nbval --nbval-current-env --nbval-cell-timeout=300
 export PYTHONHASHSEED := 0
 
-.PHONY: help venv assets node chromium fonts gettext-tools debs book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt nbval-zh site-en site-zh book-check browser jupyterlab notebooks notebooks-zh bench gpu-check freeze clean assignments grading
+.PHONY: help venv assets node chromium fonts gettext-tools bubblewrap debs book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt nbval-zh site-en site-zh book-check browser jupyterlab notebooks notebooks-zh bench gpu-check freeze clean assignments grading
 
 help:
 	@echo "make book       build the website: English in _build/html, Chinese in _build/html/zh"
@@ -59,11 +59,13 @@ venv: $(STAMP)
 # npm (for the site's assets), Chromium (Playwright drives it; no browser download), a
 # CJK font (the Chinese edition's figures are drawn with it at build time, and the
 # browser tests render Chinese with it; the pages use the reader's fonts), msgfmt
-# (Debian's gettext: the catalogue tests)
+# (Debian's gettext: the catalogue tests), bubblewrap (the grader's sandbox; prlimit and
+# setpriv come with util-linux)
 NEED_NPM      = $(shell command -v npm >/dev/null || echo nodejs npm)
 NEED_CHROMIUM = $(if $(wildcard $(CHROMIUM)),,chromium)
 NEED_FONTS    = $(shell dpkg -s fonts-wqy-microhei >/dev/null 2>&1 || dpkg -s fonts-noto-cjk >/dev/null 2>&1 || echo fonts-wqy-microhei)
 NEED_GETTEXT  = $(shell command -v msgfmt >/dev/null || echo gettext)
+NEED_BWRAP    = $(shell command -v bwrap >/dev/null || echo bubblewrap)
 apt_install   = $(if $(strip $(1)),$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q $(strip $(1)),@:)
 
 node:
@@ -74,9 +76,11 @@ fonts:
 	$(call apt_install,$(NEED_FONTS))
 gettext-tools:
 	$(call apt_install,$(NEED_GETTEXT))
+bubblewrap:
+	$(call apt_install,$(NEED_BWRAP))
 # all of them at once (make test)
 debs:
-	$(call apt_install,$(NEED_NPM) $(NEED_CHROMIUM) $(NEED_FONTS) $(NEED_GETTEXT))
+	$(call apt_install,$(NEED_NPM) $(NEED_CHROMIUM) $(NEED_FONTS) $(NEED_GETTEXT) $(NEED_BWRAP))
 
 $(ASSETS): package.json package-lock.json tools/vendor_assets.py
 	@$(MAKE) --no-print-directory node
@@ -225,7 +229,7 @@ assignments: venv
 GRADING_TESTS := tests/test_assignments.py tests/test_grade.py
 SEPARATE += $(GRADING_TESTS)
 SUITES += grading
-grading: venv chromium fonts
+grading: venv chromium fonts bubblewrap
 	ATTNLIB_REQUIRE_SANDBOX=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(GRADING_TESTS)
 
 bench: venv

@@ -26,8 +26,10 @@ The package's folders are its layers; each imports only the layers above it in t
                 ``scaling`` (3), ``complexity`` (6), ``train`` (7), ``inference`` and
                 ``positions`` (8)
 ``ui``          plots, explorers, quizzes and diagrams
+``runtime``     what runs someone else's code, for the checker and the grader alike: one
+                framing, one limit rule, one supervisor
 ``exercises``   the checker, its data model, each chapter's catalogue of exercises and
-                the process that runs a learner's code
+                the worker that runs a learner's code
 ``grading``     the teacher's tools: student notebooks, the sandboxed grader, reports
 =============== ====================================================================
 

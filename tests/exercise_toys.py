@@ -40,7 +40,11 @@ def interrupt_after(seconds: float):
     with Python's KeyboardInterrupt handler installed as in a kernel (a process started in
     the background by a shell, such as a test runner's, inherits SIGINT ignored)."""
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(seconds, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    if hasattr(signal, "pthread_kill"):  # (POSIX: the signal interrupts a blocking call too)
+        timer = threading.Timer(seconds, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    else:  # Windows: the main thread handles it at its next step
+        import _thread
+        timer = threading.Timer(seconds, _thread.interrupt_main, (signal.SIGINT,))
     timer.start()
     try:
         yield

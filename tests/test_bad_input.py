@@ -137,6 +137,27 @@ def test_a_key_with_a_minus_inf_component_is_not_silently_dropped(path, lib):
         run(path, lib, q, k, v)
 
 
+@pytest.mark.parametrize("dtype", ["complex128", "complex64", "int64", "bool"])
+@pytest.mark.parametrize("bad", [0, 1, 2])
+def test_a_dtype_that_is_not_real_floating_is_refused_on_every_path_naming_the_argument(bad, dtype):
+    """complex128 q, k, v on torch's fast path raised ``TypeError: must be real number, not
+    complex`` (issue 27): every path now gives attnlib's one message for each library,
+    naming the argument and its dtype; NumPy's and torch's differ only in the fix they show."""
+    qkv = list(positive_qkv())
+    qkv[bad] = qkv[bad].astype(dtype)
+    for lib in ("numpy", "torch"):
+        seen = {}
+        for path in PATHS:
+            with pytest.raises(TypeError) as info:
+                run(path, lib, *qkv)
+            seen[path] = str(info.value)
+        for path, msg in seen.items():
+            name = PATHS[path][2][bad]
+            assert msg.startswith(f"{name} has dtype {'torch.' if lib == 'torch' else ''}{dtype}, but attention "
+                                  "needs real floating-point inputs; convert it first"), (path, msg)
+        assert len({re.sub(rf"\b{PATHS[p][2][bad]}\b", "ARG", m) for p, m in seen.items()}) == 1, seen
+
+
 @pytest.mark.parametrize("dim", ["E", "S", "L"])
 @pytest.mark.parametrize("path", list(PATHS))
 def test_empty_inputs_get_the_same_answer_or_error_on_numpy_and_torch(path, dim):

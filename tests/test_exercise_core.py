@@ -14,7 +14,7 @@ import torch
 
 import attnlib as al
 from attnlib.exercises import EXERCISES, Case, CheckResult, Mistake, check
-from attnlib.exercises import _clock, _running
+from attnlib.runtime import limits, processes
 from exercise_toys import interrupt_after, toys
 
 
@@ -41,7 +41,7 @@ def toy():
 
 def _workers_alive():
     """Worker processes (and anything they started) still running under this process."""
-    return [p for p in _running.descendants(os.getpid()) if p not in _running.standby_pids()]
+    return [p for p in processes.descendants(os.getpid()) if p not in processes.standby_pids()]
 
 
 def _wait_no_workers(seconds=3.0):
@@ -62,9 +62,9 @@ def test_infinite_loop_is_stopped_and_stops_burning_cpu(toy):
 
     t0 = time.perf_counter()
     r = check("toy_double", spin)
-    # stopped at 0.5 s of its own time (about 0.6 s on an idle machine; under load its share
-    # of a CPU, tests/test_exercise_clock.py), long before the clock's backstop
-    assert time.perf_counter() - t0 < _clock.backstop(0.5)
+    # stopped at 0.5 CPU seconds (about 0.6 s on an idle machine), or on a machine so busy
+    # that it got less than a third of a CPU at the clock's backstop (tests/test_exercise_clock.py)
+    assert time.perf_counter() - t0 < limits.backstop(0.5) + 1.0
     assert r.status == "failed" and r.details["problem"] == "timeout", str(r)
     assert "0.5 s" in r.message and "infinite loop" in r.message
     assert _wait_no_workers(1.0), "the runaway worker is still alive"
@@ -107,12 +107,15 @@ def test_kernel_interrupt_during_a_check_stops_the_worker_too(toy):
 @pytest.mark.slow  # a spawned worker: a new Python
 def test_long_c_call_is_stopped_at_once_in_the_spawned_worker_too(toy, monkeypatch):
     """Spawned worker (used where fork is unsafe): a C call that never returns is killed
-    with its process at once, as in the forked worker (tests/test_exercise_leaks.py); the
-    verdict does not say that anything still runs."""
+    with its process at the clock's backstop, as in the forked worker
+    (tests/test_exercise_leaks.py); the verdict does not say that anything still runs."""
     monkeypatch.setenv("ATTNLIB_CHECK_WORKER", "spawn")
     toy(time_limit=0.2)
-    r = check("toy_double", lambda x: time.sleep(1.6))
+    check("toy_double", _double)  # (the spawned worker starts ahead of the timed check)
+    t0 = time.perf_counter()
+    r = check("toy_double", lambda x: time.sleep(30))
     assert r.details["problem"] == "timeout" and "background" not in r.message
+    assert time.perf_counter() - t0 < limits.backstop(0.2) + 60  # (a new Python may take a while on a busy machine)
     assert _wait_no_workers(0.5)
     assert check("toy_double", _double).passed
 
@@ -121,7 +124,7 @@ def test_total_time_budget_stops_a_slow_but_finite_function(toy):
     toy(time_limit=0.5, total_time_limit=0.6)
 
     def slowish(x):
-        time.sleep(0.25)
+        _busy(0.25)
         return _double(x)
 
     r = check("toy_double", slowish)
@@ -136,19 +139,23 @@ def _busy(seconds):
         pass
 
 
-def test_correct_but_slow_on_perf_case_is_called_too_slow(toy):
+def test_correct_but_slow_on_perf_case_is_called_too_slow(toy, tmp_path):
     big = Case((np.ones(10_000),), label="big")
     toy(perf_case=big, slow_limit=0.2)
+    finished = tmp_path / "finished"
 
     def slow_when_big(x):
         if np.size(x) > 100:
-            _busy(0.4)
+            _busy(3.0)
+            finished.write_text("it ran to the end")
         return _double(x)
 
     t0 = time.perf_counter()
     r = check("toy_double", slow_when_big)
     assert r.status == "failed" and r.mistake == "too_slow" and "0.2 s of CPU time" in r.message
-    assert time.perf_counter() - t0 < 1.5  # stopped once it had used 0.2 s, not left to finish
+    assert not finished.exists()  # stopped once it had used 0.2 s of CPU, not left to finish
+    if processes.start_method() == "fork":  # (a spawned worker also waits for a new Python)
+        assert time.perf_counter() - t0 < 1.5
     assert check("toy_double", _double).passed
 
 
@@ -167,7 +174,7 @@ def test_speed_is_judged_by_cpu_time_not_by_waiting(toy):
 
     def waits_forever_when_big(x):  # ... but a call that never returns is still stopped
         if np.size(x) > 100:
-            time.sleep(3)  # past the 2 s wall limit (10 x slow_limit)
+            time.sleep(30)  # past the clock's backstop of slow_limit (2.6 s)
         return _double(x)
 
     r = check("toy_double", waits_forever_when_big)
@@ -545,6 +552,90 @@ def test_a_library_helper_that_is_not_the_answer_is_allowed():
             s = s.masked_fill(~torch.as_tensor(mask), float("-inf"))
         return torch.softmax(s, dim=-1) @ v
     assert check("attention", attention).passed
+
+
+@pytest.mark.parametrize("method", ["spawn"] + (["fork"] if processes.fork_unsafe_reason() is None else []))
+def test_closing_file_descriptors_0_to_2_is_not_a_crash(toy, method, monkeypatch):
+    """Issue 27's probe: a function that closes stdin, stdout and stderr and returns the
+    right answer got "crashed the separate process" (the checker's own copies of them took
+    their numbers): the checker puts them back after each call."""
+    monkeypatch.setenv("ATTNLIB_CHECK_WORKER", method)
+    toy()
+
+    def closes(x):
+        for fd in (0, 1, 2):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        return _double(x)
+
+    r = check("toy_double", closes)
+    assert r.passed, str(r)
+    assert check("toy_double", _double).passed
+
+
+def test_a_library_answer_under_a_chapter_instrument_is_refused():
+    """Issue 27's probe: softmax_jacobian answered by chapter 3's own instrument, which no
+    rule names, passed. A borrowed answer is refused by what it computes."""
+    import attnlib.instruments.scaling
+    from attnlib.instruments.scaling import softmax_np
+
+    r = check("softmax_jacobian", lambda x: attnlib.instruments.scaling.softmax_jacobian_np(softmax_np(x)))
+    assert r.status == "failed" and r.mistake == "library_shortcut", str(r)
+    assert r.details["called"] == "al.instruments.scaling.softmax_jacobian_np"
+    assert "library's own answer" in r.message and "write softmax_jacobian yourself" in r.message
+
+
+def _renamed(fn, name):
+    """A copy of ``fn`` under another name (its code, and so its file, stay attnlib's)."""
+    import types
+    copy = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+    copy.__qualname__ = name
+    return copy
+
+
+@pytest.mark.parametrize("how", ["module", "renamed", "torch"])
+def test_any_function_of_attnlib_that_computes_the_answer_is_refused(how):
+    """Whatever name reaches it: attnlib's instruments compute chapter 1's soft lookup and
+    chapter 3's Jacobian; a copy under another name, or a call through torch, computes the
+    same."""
+    from attnlib.instruments import motivation, scaling
+
+    if how == "module":
+        name, fn = "soft_lookup", lambda query, keys, values: motivation.soft_lookup(query, keys, values)
+    elif how == "renamed":
+        jac = _renamed(scaling.softmax_jacobian_np, "my_helper")
+        name, fn = "softmax_jacobian", lambda x: jac(softmax_ref(x))
+    else:
+        jac = _renamed(scaling.softmax_jacobian_np, "helper")
+        name, fn = "softmax_jacobian", lambda x: torch.as_tensor(jac(torch.softmax(torch.as_tensor(x), -1).numpy()))
+    r = check(name, fn)
+    assert r.status == "failed" and r.mistake == "library_shortcut", str(r)
+    assert r.details["called"].startswith("al.instruments."), r.details
+
+
+def softmax_ref(x):
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_a_library_building_block_that_is_the_answer_on_some_cases_only_is_allowed():
+    """The causal mask (upper left) is the lower-right one when L = S: a learner who uses it
+    there is not refused; nor is a building block that is not the answer (a softmax)."""
+    def lower_right_causal_mask(L, S):
+        if L == S:
+            return np.asarray(al.causal_mask(L, S))  # the same mask when L = S
+        return np.tril(np.ones((L, S), dtype=bool), k=S - L)
+
+    r = check("lower_right_causal_mask", lower_right_causal_mask)
+    assert r.passed, str(r)
+
+    def softmax_jacobian(x):
+        s = al.softmax(x)  # (..., n): the library's softmax is a building block here
+        return s[..., :, None] * np.eye(s.shape[-1]) - s[..., :, None] * s[..., None, :]
+
+    assert check("softmax_jacobian", softmax_jacobian).passed
 
 
 def test_forbidden_must_be_dotted_names(toy):

@@ -96,9 +96,10 @@ def _cells(lang: str) -> tuple[dict, list[dict], dict[str, int], dict[str, int]]
 
 
 def notebook(lang: str = "en", code: dict | None = None, answers: dict | None = None, before: list[str] = (),
-             after: list[str] = (), full: bool = False) -> str:
+             after: list[str] = (), full: bool = False, first: list[str] = ()) -> str:
     """A submission: the stubs replaced by ``code`` ({exercise: source}), the answers
-    filled in, extra cells ``before`` the exercises and ``after`` them."""
+    filled in, extra cells ``first`` (before the setup cell), ``before`` the exercises and
+    ``after`` them."""
     nb, cells, exercises, questions = _cells(lang)
     if full:  # the whole assignment, every cell of the chapter
         cells = [{**c, "source": "".join(c["source"])} for c in nb["cells"]]
@@ -110,10 +111,11 @@ def notebook(lang: str = "en", code: dict | None = None, answers: dict | None = 
         cells[exercises[name]]["source"] = f'{src}\n\nal.exercises.check("{name}", {name})'
     for q, letter in (answers or {}).items():
         cells[questions[q]]["source"] = f'al.assignments.answer("{q}", "{letter}")'
-    first = next(i for i, c in enumerate(cells) if c["cell_type"] == "code") + 1
+    start = next(i for i, c in enumerate(cells) if c["cell_type"] == "code") + 1
     extra = lambda src: {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,  # noqa: E731
                          "source": src}
-    cells = cells[:first] + [extra(s) for s in before] + cells[first:] + [extra(s) for s in after]
+    cells = ([extra(s) for s in first] + cells[:start] + [extra(s) for s in before] + cells[start:]
+             + [extra(s) for s in after])
     return json.dumps({**nb, "cells": cells})
 
 
@@ -227,6 +229,11 @@ def softmax(x, axis=-1):
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)'''}),
         "h_exit": notebook(code=RIGHT, after=["import os\nos._exit(3)"]),
+        "h_setsid_first": notebook(code=RIGHT, answers={"q1": KEY["q1"]}, first=[f'''import os
+if os.fork() == 0:
+    os.setsid()
+    while True:
+        pass  # {MARK}''']),
     }
 
 
@@ -455,6 +462,14 @@ def test_no_network_from_a_submission(graded):
     assert _row(graded, "h_network")["softmax"] == "passed"
 
 
+def test_a_detached_spinner_in_the_first_cell_costs_nothing_else(graded):
+    """Issue 27's probe: a first cell that forks a child which calls setsid and spins; the
+    honest answers after it are graded (they were all "not_attempted"), the spinner is gone."""
+    row = _row(graded, "h_setsid_first")
+    assert [row[n] for n in RIGHT] == ["passed"] * 3 and row["q1"] == "correct", graded["grades"]["h_setsid_first"]
+    assert graded["leftovers"] == [] and not graded["grades"]["h_setsid_first"].survivors
+
+
 def test_os_exit_in_a_cell_costs_only_its_own_row(graded):
     assert [_row(graded, "h_exit")[n] for n in RIGHT] == ["error"] * 3
 
@@ -469,7 +484,7 @@ def test_the_class_is_graded_in_about_a_minute(graded):
 
 def test_grades_csv_has_a_row_per_notebook_and_a_column_per_exercise(graded):
     rows = graded["rows"]
-    assert len(rows) == len(HONEST) + 14
+    assert len(rows) == len(HONEST) + 15
     first = next(iter(rows.values()))
     assert list(first)[:5] == ["student", "file", "chapter", "passed", "exercises"]
     assert [c for c in first if c in RIGHT] == list(RIGHT)
@@ -553,7 +568,7 @@ def test_in_a_user_namespace_the_sandbox_isolates_the_same(pair, tmp_path, monke
     iso = sandbox.probe()
     if iso.mode == "none":
         pytest.skip("no namespaces here")
-    ok, why = sandbox._try([sandbox._unshare(), "--user", "--map-root-user", *sandbox._NS, "--", "true"])
+    ok, why = sandbox.try_bwrap(user_namespace=True)
     if not ok:
         (pytest.fail if REQUIRED else pytest.skip)(f"user namespaces are not allowed here: {why}")
     monkeypatch.setitem(sandbox._PROBED, "iso", sandbox.Isolation("userns", True, True, True, True, ""))
@@ -574,7 +589,7 @@ def _userns_post_init(original):
 
 def test_without_namespaces_the_grader_says_what_is_missing(pair, tmp_path, monkeypatch, capsys):
     from attnlib.grading import sandbox
-    none = sandbox.Isolation("none", False, False, False, False, "", "unshare is not installed (simulated)")
+    none = sandbox.Isolation("none", False, False, False, False, "", "bwrap is not installed (simulated)")
     monkeypatch.setitem(sandbox._PROBED, "iso", none)  # a normal user's grader where namespaces are refused:
     monkeypatch.setattr(sandbox.Sandbox, "__post_init__", _userns_post_init(sandbox.Sandbox.__post_init__))
     with pytest.raises(SystemExit) as stop:
@@ -619,12 +634,10 @@ UNTILED = '''def tiled_attention(q, k, v, block_size):
 
 
 def test_the_extra_check_travels_without_the_reference():
-    import base64
-
     from attnlib.exercises import EXERCISES
     from attnlib.grading.judge import extra_check_payload
     ex = EXERCISES["tiled_attention"]
-    blob = base64.b64decode(extra_check_payload("tiled_attention"))
+    blob = extra_check_payload("tiled_attention")
     assert b"_peak_growth" in blob  # the check's own helper travels with it
     secret = {ex.reference.__name__} | {m.fn.__name__ for m in ex.mistakes if callable(m.fn)}
     assert not [name for name in secret if name.encode() in blob], secret

@@ -75,6 +75,21 @@ def test_every_push_and_pull_request_runs_the_readme_test_command():
     assert "actions/checkout" in _uses(wf["jobs"]["test"])
 
 
+def test_the_checker_is_tested_on_windows_and_macos_too():
+    """Learners run the checker on Windows and macOS (where its worker is spawned, not
+    forked): its tests run there on every push, with the Linux job's package versions."""
+    job = _load("test.yml")["jobs"]["checker"]
+    assert set(job["strategy"]["matrix"]["os"]) == {"windows-latest", "macos-latest"}
+    assert job["runs-on"] == "${{ matrix.os }}" and job["strategy"]["fail-fast"] is False
+    assert "actions/checkout" in _uses(job) and "actions/setup-python" in _uses(job)
+    runs = "\n".join(s.get("run", "") for s in _steps(job))
+    assert "-c requirements.txt" in runs and "pip install --no-deps -e ." in runs
+    tests = re.findall(r"tests/\S+\.py", runs)
+    assert {"tests/test_runtime.py", "tests/test_exercise_core.py", "tests/test_exercise_clock.py"} <= set(tests)
+    assert all((ROOT / t).is_file() for t in tests), tests
+    assert "make test" not in runs  # (the Linux job runs everything)
+
+
 def test_downloads_are_cached_by_their_lock_files():
     for name in ("test.yml", "pages.yml"):
         wf = _load(name)

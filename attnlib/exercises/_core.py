@@ -10,11 +10,12 @@ How a check runs (the trusted / untrusted split; a grader reuses both halves):
 1. The trusted side (:class:`._judge.Plan`, here in the kernel) makes this check's cases
    from a fresh seed (``details["seed"]`` replays them: ``check(name, fn, seed=...)``).
 2. The untrusted side (:func:`._worker.run_cases`, here in a process forked or spawned
-   for this check by :class:`._running.Worker`) calls the function on each case's inputs
-   and sends back plain data (:mod:`._wire`): the value (arrays rebuilt from raw bytes,
-   numbers, text), or what it raised, what it printed, whether it changed its inputs,
-   which of the library's own answers it called (:mod:`._watch`), its times. Nothing
-   sent back is unpickled, and when the verdict is shown nothing it started still runs.
+   for this check by :class:`._worker.Worker`, on :mod:`attnlib.runtime`) calls the
+   function on each case's inputs and sends back plain data (:mod:`._wire`): the value
+   (arrays as ``.npy``, numbers, text), or what it raised, what it printed, whether it
+   changed its inputs, which of the library's own answers it called and what attnlib's
+   own functions computed for it (:mod:`._watch`), its times. Nothing sent back is
+   unpickled, and when the verdict is shown nothing it started still runs.
 3. The trusted side compares each value with the reference at the exercise's tolerance;
    if a case fails it runs every catalogued mistake (``kind="output"``) on the same cases:
    a mistake is recognised when, case by case, it gives the learner's output or raises
@@ -22,7 +23,8 @@ How a check runs (the trusted / untrusted split; a grader reuses both halves):
    names the misconception and its idea (level 1 of the hint ladder, :mod:`._hints`);
    otherwise it reports the first failing case, its input shapes and the largest difference.
 4. A call of the library's own answer (``Exercise.borrowed``, the answer key of the
-   course) fails the check whatever the values. If every case passes, the optional
+   course, or any function of attnlib's that returned the reference's answer on every
+   case) fails the check whatever the values. If every case passes, the optional
    ``perf_case`` is timed (``kind="slow"``) and the optional ``extra_check`` runs (it may
    name a ``kind="custom"`` mistake by its key), in the same worker.
 """
@@ -40,7 +42,7 @@ from ..i18n import _
 from . import _hints, _wire
 from ._judge import Plan, _fmt_exc
 from ._model import EXERCISES, CheckResult
-from ._running import Worker
+from ._worker import Worker
 
 __all__ = ["check", "check_solution", "mistakes"]
 
@@ -169,11 +171,11 @@ def _check(name: str, fn: Callable, seed: int | None) -> CheckResult:
             if failed is not None:
                 plan.take(req, failed)
                 continue
-            got = worker.call(req.id, req.text, limit=req.limit, cpu_limit=req.cpu_limit)
+            got = worker.call(req.message, req.id, limit=req.limit, wall=req.wall)
             if isinstance(got, _wire.Outcome):
                 plan.take(req, got)
             else:
                 reply, cpu, seconds = got
-                plan.take(req, reply, cpu=cpu, pid=worker.last_pid, seconds=seconds)
+                plan.take(req, reply, cpu=cpu, pid=worker.pid, seconds=seconds)
     return plan.result()
 

@@ -7,27 +7,29 @@ API (for :func:`attnlib.exercises.check` and for a grader)::
     plan = Plan(EXERCISES["softmax"], seed=1234)        # fresh cases from this seed
     while (req := plan.next_request()) is not None:
         # run the function on the untrusted side: the checker's Worker, or a grader's
-        # kernel with  attnlib.exercises._worker.run_cases(fn, req.text)
-        reply = transport(req.text, limit=req.limit, cpu_limit=req.cpu_limit)
-        plan.take(req, reply)     # the reply text, or _wire.Outcome.failure("timeout"), ...
+        # sandboxed one, with  attnlib.exercises._worker.run_cases(fn, req.message)
+        reply = transport(req.message, limit=req.limit)
+        plan.take(req, reply)     # the reply Message, or _wire.Outcome.failure("timeout"), ...
     result = plan.result()        # a CheckResult; result.details["seed"] replays it
 
-``Request`` holds ``id``, ``text`` (JSON), ``limit`` (seconds the transport must enforce,
-by killing the untrusted side: the checker's worker counts the call's own time, clock
-time less waits for a CPU held by other programs), ``cpu_limit`` (CPU seconds, or None) and
-``stage`` ("cases", "perf" or "extra"). ``take`` also accepts ``cpu=`` (the CPU seconds
-the transport measured itself; then the reply's own claim is ignored). A reply that does
-not follow the protocol is judged as a garbled answer, never as the checker's failure.
+``Request`` holds ``id``, ``message`` (an :class:`attnlib.runtime.wire.Message`), ``limit``
+(CPU seconds the transport must enforce by ending the untrusted side, with the clock as a
+backstop: :mod:`attnlib.runtime.limits`) and ``stage`` ("cases", "perf" or "extra").
+``take`` also accepts ``cpu=`` (the CPU seconds the transport measured itself; then the
+reply's own claim is ignored). A reply that does not follow the protocol is judged as a
+garbled answer, never as the checker's failure.
 
 What the trusted side does, and only it: make the cases (a fresh
 ``np.random.Generator`` per check, seed recorded), compute the reference (lazily, after
 the untrusted side started), compare at the exercise's tolerance, run the catalogued
 mistakes on the same cases to name the one the learner made, and word the verdict. The
 untrusted side's report is used only as data: values, what was raised or printed, whether
-inputs changed, which borrowed-answer rules fired (:mod:`._watch`), its times.
+inputs changed, which borrowed-answer rules fired (:mod:`._watch`), which arrays attnlib's
+own functions computed for the function (one that gave the reference's answer on every
+case is a borrowed answer, whatever its name), its times.
 
-``batch=True`` sends all cases in one request (fewer round trips, e.g. through a Jupyter
-kernel; a time-out then names no single case); by default each case is its own request.
+``batch=True`` sends all cases in one request (fewer round trips; a time-out then names
+no single case); by default each case is its own request.
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ from typing import Any
 import numpy as np
 
 from ..i18n import N_, _, join_sentences
+from ..runtime.limits import backstop
+from ..runtime.wire import Message
 from . import _wire
 from ._compare import _compare, _kind_of_value, _shapes, _snapshot, _to_numpy
 from ._hints import displayed_hint, idea_of_hint
@@ -60,11 +64,11 @@ class Request:
     """One request to the untrusted side (see the module docstring)."""
 
     id: str
-    text: str
+    message: Message
     stage: str
     calls: list
-    limit: float
-    cpu_limit: float | None = None
+    limit: float                 # CPU seconds
+    wall: float = 0.0            # clock seconds (the backstop: limits.backstop(limit) or less)
     issued: float = 0.0          # time.perf_counter() when it was made
 
 
@@ -92,7 +96,9 @@ class Plan:
         self.rules, self.rule_mistake = self._rules(answer_key)
         self.stage = "cases"
         self.next_case = 0
-        self.spent = 0.0             # seconds the cases' calls have taken so far (own time: see take)
+        self.spent = 0.0             # CPU seconds the cases' calls have taken so far (see take)
+        self.spent_wall = 0.0        # and clock seconds
+        self.computed: dict[str, list] = {}   # attnlib function -> [(case, gave the reference's answer)]
         self.outcomes: list = []
         self.failures: list = []
         self.printed: list[str] = []
@@ -133,37 +139,51 @@ class Plan:
             else:
                 idx = [self.next_case]
                 limit = min(ex.time_limit, max(budget - self.spent, 0.05))
+            wall = min(backstop(limit), max(backstop(budget) - self.spent_wall, 0.05))
             calls = [{"kind": "case", "args": self.cases[i].args, "kwargs": self.cases[i].kwargs} for i in idx]
-            return self._request("cases", calls, [("case", i) for i in idx], limit)
+            return self._request("cases", calls, [("case", i) for i in idx], limit, wall)
         if self.stage == "perf":
             c = ex.perf_case
             return self._request("perf", [{"kind": "timed", "args": c.args, "kwargs": c.kwargs}], [("perf", 0)],
-                                 max(ex.time_limit, 10 * ex.slow_limit), cpu_limit=ex.slow_limit)
+                                 ex.slow_limit)
         if self.stage == "extra":
             return self._request("extra", [{"kind": "extra", "exercise": ex.name}], [("extra", 0)],
                                  2 * ex.time_limit + ex.slow_limit)
         return None
 
+    def _computes(self, seen: list) -> bool:
+        """Whether a function of attnlib's gave the reference's answer on every case (then
+        it computes the exercise; a building block that agrees with the answer on some
+        cases only, such as the causal mask where L = S, does not), and the cases have two
+        different answers at least (a helper that returns the same number each time is
+        not the answer)."""
+        right = {i for i, ok in seen if ok}
+        if len(right) < len(self.cases) or not all(ok for _i, ok in seen):
+            return False
+        answers = {(np.shape(w), np.asarray(w).tobytes()) for w in (self._want(i) for i in right)}
+        return len(answers) >= 2 or len(self.cases) == 1
+
     def budget(self) -> float:
         ex = self.ex
         return ex.total_time_limit if ex.total_time_limit is not None else 3 * ex.time_limit
 
-    def _request(self, stage, calls, what, limit, cpu_limit=None) -> Request:
+    def _request(self, stage, calls, what, limit, wall=None) -> Request:
         rid = _wire.new_id()
-        text = _wire.request(rid, calls, self._wire_rules())
-        return Request(rid, text, stage, what, float(limit), cpu_limit, time.perf_counter())
+        message = _wire.request(rid, calls, self._wire_rules())
+        wall = backstop(limit) if wall is None else wall
+        return Request(rid, message, stage, what, float(limit), float(wall), time.perf_counter())
 
     # -- replies
     def take(self, req: Request, reply: Any, *, cpu: float | None = None, pid: int | None = None,
              seconds: float | None = None) -> None:
-        """Judge the reply to ``req``: its text (or bytes), or a failure Outcome of the
-        transport. ``cpu``: CPU seconds the transport measured; ``pid``: the process that
-        must have sent it; ``seconds``: how long the call took as the transport measured
-        it, counted against the cases' total time (the checker's worker reports its own
-        time, which leaves out waits for a CPU that other programs held; default: the
-        clock time since ``req`` was made)."""
+        """Judge the reply to ``req``: its message, or a failure Outcome of the transport.
+        ``cpu``: CPU seconds the transport measured, counted against the cases' total time
+        (default: the clock time); ``pid``: the process that must have sent it; ``seconds``:
+        the clock seconds it measured (default: the clock time since ``req`` was made)."""
         if req.stage == "cases":
-            self.spent += seconds if seconds is not None else time.perf_counter() - req.issued
+            wall = seconds if seconds is not None else time.perf_counter() - req.issued
+            self.spent += cpu if cpu is not None else wall
+            self.spent_wall += wall
         if isinstance(reply, _wire.Outcome):
             outcomes = [reply]
         else:
@@ -196,6 +216,11 @@ class Plan:
         if self.stage == "cases":
             if self.failures:
                 self.final = self._diagnose()
+                return
+            computed = next((name for name, seen in self.computed.items() if self._computes(seen)), None)
+            if computed is not None:  # attnlib's own function gave the answer on every case
+                shown = _display_name(computed)
+                self.final = self._library_shortcut(shown, self._where(self.computed[computed][0][0]))
                 return
             self.stage = "perf"
             if ex.perf_case is not None:
@@ -267,7 +292,7 @@ class Plan:
                                 "own channel, or started a process that did.").format(where=where, why=out.text),
                               "garbled", hint=False)
         if out.status == "unsendable":
-            from ._running import fork_unsafe_reason
+            from ..runtime.processes import fork_unsafe_reason
             reason = _(fork_unsafe_reason() or N_("fork is unavailable"))
             return self._fail(_("Your function could not be sent to the separate process the checker runs it in "
                                 "({why}); here the checker cannot fork ({reason}). Keep what your function uses "
@@ -303,10 +328,13 @@ class Plan:
                                 "exercise, not yours, so it does not count. Write {exercise} yourself, from the "
                                 "chapter's ideas.").format(name=shown, where=where, exercise=ex.name),
                               "forbidden", mistake="answer_key", hint=False, called=shown)
+        return self._library_shortcut(shown, where)
+
+    def _library_shortcut(self, shown: str, where: str):
         return self._fail(_("Your function calls {called} (on {where}): that is the library's own answer, and "
                             "the exercise is to write {name} yourself, so it does not count. Build it from basic "
                             "array operations (what the chapter shows) instead of calling a ready-made version."
-                            ).format(called=shown, where=where, name=ex.name),
+                            ).format(called=shown, where=where, name=self.ex.name),
                           "forbidden", mistake="library_shortcut", hint=False, called=shown)
 
     def _take_case(self, i: int, out: _wire.Outcome, req: Request):
@@ -346,6 +374,9 @@ class Plan:
                                        "statement (in every branch, e.g. with and without a mask)?").format(where=where), "none"))
             return None
         same, why, problem = _compare(got, self._want(i), ex)
+        for name, value in out.computed:  # what attnlib's own functions returned, of the answer's shape
+            self.computed.setdefault(name, []).append(
+                (i, same and _compare(_to_numpy(value), self._want(i), ex)[0]))
         if not same:
             self.failures.append((i, _("Wrong result on {where}: {why}.").format(where=where, why=why), problem))
         return None

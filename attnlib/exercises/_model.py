@@ -123,18 +123,17 @@ class Exercise:
             answer meets; a float16 / bfloat16 answer does not, and is told why.
         output_kind: ``"float"`` (arrays of reals), ``"bool"`` (bool arrays), ``"int"``
             (integers) or ``"any"`` (compared with ``==`` after conversion).
-        time_limit: seconds one call may take before it is stopped, counted as the call's
-            own time: clock time less the time it waited for a CPU that other programs
-            held (Linux; clock time elsewhere), so that a busy machine does not fail a
-            correct answer; ten times this on the clock stops it in any case. Default: 5.
+        time_limit: CPU seconds one call may take before it is stopped (CPU time, so that
+            a busy machine does not fail a correct answer; three times this plus a second
+            on the clock stops a call that waits: :mod:`attnlib.runtime.limits`). Default: 5.
         perf_case: an optional larger case that is only timed.
         slow_limit: CPU seconds ``perf_case`` may take before the answer is called too slow.
         extra_check: ``extra_check(fn) -> str | None``, run in the worker after the value
             checks pass (e.g. a peak-memory limit); a string is the failure message, or the
             key of a ``kind="custom"`` mistake, which is then reported with its title and
             message. Calls of ``fn`` inside it are watched for borrowed answers.
-        total_time_limit: seconds (own time, as ``time_limit``) all cases together may
-            take. Default: ``None`` (three times ``time_limit``).
+        total_time_limit: CPU seconds all cases together may take (the clock's backstop
+            as for ``time_limit``). Default: ``None`` (three times ``time_limit``).
         borrowed: what counts as the library's own answer of this exercise, one rule per
             entry (a call of any fails the check, named in the message): a public dotted
             name (``"attnlib.softmax"``, ``"torch.Tensor.softmax"``), a module and

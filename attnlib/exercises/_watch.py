@@ -43,10 +43,13 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import math
 import os
 import sys
 import threading
 from typing import Any, Callable
+
+import numpy as np
 
 __all__ = ["Recorder"]
 
@@ -58,7 +61,11 @@ _PY_TAMPER = {("threading", "setprofile"), ("threading", "settrace"), ("threadin
               ("torch.utils._python_dispatch", "_pop_mode_temporarily"),
               ("torch.utils._python_dispatch", "_disable_current_modes")}
 _THREADS_OK = frozenset({"threading"})
-_OWN = frozenset({"attnlib.exercises._watch", "attnlib.exercises._worker", "attnlib.exercises._wire"})         # modules that may start raw threads and set the hook
+_OWN = frozenset({"attnlib.exercises._watch", "attnlib.exercises._worker", "attnlib.exercises._wire",
+                  "attnlib.runtime.child", "attnlib.runtime.wire"})  # modules that may start raw threads and set the hook
+# attnlib's layers that compute (an array one of them returns may be an exercise's answer)
+_COMPUTING = ("attnlib.kernels", "attnlib.models", "attnlib.instruments", "attnlib.ui")
+_RETURNS_KEPT = 8
 
 
 def _module_of(code, frame) -> str:
@@ -152,6 +159,8 @@ class Recorder:
         self.busy = 0
         self.entry: Any = None
         self.entry_frame = None
+        self.entry_args: list | None = None     # the arrays given to the computing function now entered
+        self.returned: list = []              # (code, array, its inputs) of the last computing calls
         self._hook_fn = self._make_hook()
         self._mode = None
         self._torch_done = False
@@ -214,7 +223,8 @@ class Recorder:
         if (module, qual) in _PY_TAMPER:
             matches.append((_TAMPER, None, f"{module}.{qual}"))
         library = module.split(".")[0] in _LIBRARY_TOPS and module not in _OWN
-        v = (library, tuple(matches), module, qual)
+        computes = any(module == m or module.startswith(m + ".") for m in _COMPUTING)
+        v = (library, tuple(matches), module, qual, computes)
         self.verdicts[code] = v
         return v
 
@@ -240,6 +250,7 @@ class Recorder:
         learner's code, so it reads as few attributes as it can)."""
         rec, verdicts, specials, methods = self, self.verdicts, self.specials, self.methods
         classify, matched, special, hit = self._classify, self._matched, self._special, self._hit
+        entry_call, entry_return = self._entry_call, self._entry_return
 
         def hook(frame, event, arg):
             if event == "c_return" or not rec.active or rec.busy:
@@ -270,14 +281,54 @@ class Recorder:
                     matched(v, frame)
                 if v[0] and rec.entry_frame is None:
                     rec.entry_frame, rec.entry = frame, code
+                    if v[4]:
+                        entry_call(frame)
             elif event == "return":
                 if frame is rec.entry_frame:
                     rec.entry_frame = None
+                    if rec.entry_args is not None:
+                        entry_return(frame, arg)
 
         return hook
 
+    # -- what attnlib computed for the learner
+    def _entry_call(self, frame) -> None:
+        """The learner's code calls one of attnlib's computing functions: note the arrays it
+        is given (a function that hands one back computed nothing)."""
+        self.busy += 1
+        try:
+            self.entry_args = [v for v in dict(frame.f_locals).values() if _is_array(v)]
+        except Exception:  # noqa: BLE001
+            self.entry_args = []
+        finally:
+            self.busy -= 1
+
+    def _entry_return(self, frame, value) -> None:
+        args, self.entry_args = self.entry_args, None
+        if _shape(value) is not None:
+            self.returned.append((frame.f_code, value, args))
+            del self.returned[:-_RETURNS_KEPT]
+
+    def computed_like(self, answer: Any) -> tuple:
+        """``(name, value)`` for the arrays (or numbers) attnlib's computing functions
+        returned to the learner's code during the last call that have the shape of its
+        ``answer`` and are none of their own inputs (at most 4, the last one of each
+        function)."""
+        shape = _shape(answer)
+        if shape is None:
+            return ()
+        found: dict[str, Any] = {}
+        for code, value, args in reversed(self.returned):
+            name = _public_name(self.verdicts.get(code, (None, None, ""))[2], _qualname(code))
+            if name in found or _shape(value) != shape or any(_same_array(value, a) for a in args):
+                continue
+            found[name] = value
+            if len(found) == 4:
+                break
+        return tuple(found.items())
+
     def _matched(self, v: tuple, frame) -> None:
-        _lib, matches, module, qual = v
+        _lib, matches, module, qual, _computes = v
         for i, when, label in matches:
             if i == _TAMPER:
                 back = frame.f_back
@@ -333,7 +384,7 @@ class Recorder:
         mode = self._dispatch_mode()
         old_profile = sys.getprofile()
         old_thread = threading.getprofile() if hasattr(threading, "getprofile") else None
-        self.entry = self.entry_frame = None
+        self.entry = self.entry_frame = self.entry_args = None
         entered = False
         try:
             if mode is not None:
@@ -386,6 +437,45 @@ class Recorder:
 
 _MISSING = object()
 _MODE_CLASS = None
+
+
+def _is_array(v: Any) -> bool:
+    """A NumPy array or a torch tensor (without importing torch)."""
+    if isinstance(v, np.ndarray):
+        return True
+    t = type(v)
+    return t.__name__ in ("Tensor", "Parameter") and (getattr(t, "__module__", "") or "").startswith("torch")
+
+
+def _shape(v: Any) -> tuple | None:
+    """The shape of an array with at least 2 entries, ``()`` for a number (not a bool),
+    else None: what may be an exercise's answer."""
+    if type(v) in (int, float) or (isinstance(v, np.number) and not isinstance(v, np.bool_)):
+        return ()
+    if not _is_array(v):
+        return None
+    try:
+        shape = tuple(int(n) for n in v.shape)
+    except Exception:  # noqa: BLE001
+        return None
+    return shape if math.prod(shape) >= 2 else None
+
+
+def _numpy(v: Any):
+    return v if isinstance(v, np.ndarray) else v.detach().cpu().numpy()
+
+
+def _same_array(a: Any, b: Any) -> bool:
+    """Whether ``a`` is ``b``, shares its memory or holds the same values (a pass-through)."""
+    if a is b:
+        return True
+    if not (_is_array(a) and _is_array(b)):
+        return False
+    try:
+        x, y = _numpy(a), _numpy(b)
+        return np.may_share_memory(x, y) or (x.shape == y.shape and bool(np.array_equal(x, y)))
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _mode_class():

@@ -1,13 +1,13 @@
 """The untrusted side of the checker: call a learner's function on the inputs of a request,
 and report what happened as plain data.
 
-API (for the checker's own worker process and for a grader's sandboxed kernel)::
+API (for the checker's worker and for a grader's sandboxed worker)::
 
     from attnlib.exercises._worker import run_cases
-    reply_text = run_cases(fn, request_text)
+    reply = run_cases(fn, request)      # attnlib.runtime.wire.Message in, Message out
 
-``request_text`` comes from the trusted side (:class:`attnlib.exercises._judge.Plan`);
-``reply_text`` goes back to it and is read with every field checked
+``request`` comes from the trusted side (:class:`attnlib.exercises._judge.Plan`); ``reply``
+goes back to it and is read with every field checked
 (:func:`attnlib.exercises._wire.read_reply`). Nothing here is trusted: the function may
 have patched anything in this process, so the trusted side judges the values itself, on
 cases it made fresh for this check. For each call of the request, this module:
@@ -16,31 +16,29 @@ cases it made fresh for this check. For each call of the request, this module:
   (outcome ``"signature"`` otherwise);
 - captures what the call prints, at the level of file descriptors 1 and 2 (``print``,
   ``sys.stderr``, ``os.write(1, ...)``, a C library's output), keeping the first
-  ``print_limit`` characters and counting the rest;
-- watches for borrowed answers and tampering (:mod:`attnlib.exercises._watch`);
+  ``print_limit`` characters and counting the rest (:class:`attnlib.runtime.child.Capture`);
+- watches for borrowed answers and tampering (:mod:`attnlib.exercises._watch`), and keeps
+  the arrays attnlib's own functions returned to it that have the answer's shape (the
+  trusted side refuses a function that computed the answer, whatever its name);
 - keeps Python's recursion limit (a raised limit and deep recursion would crash the
   process) and ignores NumPy's floating-point warnings;
 - notes whether the inputs were changed in place;
-- encodes the returned value as plain data (:func:`attnlib.exercises._wire.encode_value`):
+- encodes the returned value as plain data (:func:`attnlib.runtime.wire.encode_value`):
   a value that cannot be encoded becomes an ``opaque`` record, the learner's problem,
   reported as such;
 - if the process was forked by the function and this is the child returning, it ends
   at once (``os._exit``): only the process that received the request answers it.
 
-:func:`serve` is the loop of the worker process that :mod:`attnlib.exercises._running`
-starts for one check (its output sent nowhere, a memory limit), under a guard process
-(:func:`guarded`, a child subreaper that never runs the learner's code, so that nothing the
-worker starts can leave the tree); :func:`main` is the entry point of a spawned one.
+The worker itself is a :class:`attnlib.runtime.processes.Child` that serves :func:`answer`;
+:class:`Worker` is the trusted side's handle on it, for the notebook's checker
+(:func:`attnlib.exercises.check`) and for the grader's sandbox alike.
 """
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import inspect
-import io
 import json
 import os
-import signal
 import sys
 import time
 import warnings
@@ -48,33 +46,122 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..i18n import get_language
+from ..runtime import processes
+from ..runtime.child import Capture
+from ..runtime.wire import Message
 from . import _wire
 from ._watch import Recorder
 
-__all__ = ["run_cases", "serve", "guarded", "main"]
+__all__ = ["Worker", "run_cases", "answer", "IN_WORKER", "EXTRA_CHECKS"]
 
 IN_WORKER = False             # True in a process started by the checker (it dies after the check)
-EXTRA_CHECKS: dict[str, Callable] = {}   # extra checks sent along with the function (spawned worker)
+EXTRA_CHECKS: dict[str, Callable] = {}   # extra checks sent along with the function
 _RECORDERS: dict[str, Recorder] = {}
 
 
-# --------------------------------------------------------------------------- one request
+# --------------------------------------------------------------------------- the trusted side's handle
 
-def run_cases(fn: Callable, request_text: str) -> str:
-    """Run ``fn`` on every call of the request; return the reply text. Never raises
-    (except that a process forked by ``fn`` ends here)."""
+class Worker:
+    """The process that runs ``fn`` for one check. :meth:`call` sends one request and
+    returns ``(reply, cpu_seconds, clock_seconds)`` or a failure :class:`._wire.Outcome`
+    (timeout, cpu, crashed, garbled, unsendable); :meth:`close` ends it and everything it
+    started. Use as a context manager.
+
+    Args:
+        fn: the learner's function.
+        memory_limit: bytes of memory the worker may add (Linux). Default: no limit.
+        extra_checks: ``{exercise: extra_check}`` the worker may run (sent along when it
+            is spawned, or into a sandbox where the exercise modules are not).
+        method: ``"fork"`` or ``"spawn"``. Default: :func:`attnlib.runtime.processes.start_method`.
+    """
+
+    def __init__(self, fn: Callable, *, memory_limit: int | None = None, extra_checks: dict | None = None,
+                 method: str | None = None):
+        method = method or processes.start_method()
+        if memory_limit and method == "spawn" and "CUDA" in (processes.fork_unsafe_reason() or ""):
+            memory_limit += 8 * 2**30  # a CUDA context maps host memory of its own
+        self.child = processes.Child(answer, (fn, dict(extra_checks or {}), get_language()), method=method,
+                                     memory_limit=memory_limit)
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    @property
+    def pid(self) -> int | None:
+        """The process that runs the function (once started)."""
+        return self.child.worker
+
+    @staticmethod
+    def _failure(ended: processes.Ended) -> _wire.Outcome:
+        return _wire.Outcome.failure(ended.status, text=ended.text, how=ended.how, seconds=ended.seconds,
+                                     cpu=ended.cpu)
+
+    def start(self) -> _wire.Outcome | None:
+        """Start the worker now (a spawned one: until it is ready); a failure Outcome if it
+        cannot be (unsendable, crashed)."""
+        ended = self.child.start()
+        return None if ended is None else self._failure(ended)
+
+    def call(self, message: Message, request_id: str, *, limit: float, wall: float | None = None):
+        """Send a request; wait for its reply within ``limit`` CPU seconds of the worker
+        (``wall`` clock seconds at most; default: :func:`attnlib.runtime.limits.backstop`)."""
+        got = self.child.ask(message.header, message.arrays, limit=limit, wall=wall,
+                             answers=lambda m: _wire.answers(m, request_id, self.child.worker))
+        if isinstance(got, processes.Ended):
+            return self._failure(got)
+        return got.message, got.cpu, got.seconds
+
+    def close(self):
+        """End the worker and everything it started; how it ended by itself, if it did."""
+        return self.child.close()
+
+
+# --------------------------------------------------------------------------- the untrusted side
+
+def answer(payload: tuple, msg: Message) -> Message:
+    """What the checker's worker serves: ``payload`` is ``(fn, extra_checks, language)``
+    (see :class:`attnlib.exercises._core.Worker`)."""
+    global IN_WORKER
+    fn, extras, lang = payload
+    if not IN_WORKER:  # the first request in this process
+        IN_WORKER = True
+        EXTRA_CHECKS.update(extras or {})
+        with contextlib.suppress(Exception):
+            from ..i18n import get_language, set_language
+            if lang and get_language() != lang:  # a spawned worker speaks the kernel's language
+                set_language(lang)
+    return run_cases(fn, msg)
+
+
+def warm_up() -> None:
+    """Run one request on a stand-in function: a spawned worker does this before it gets the
+    learner's function, so that its first case does not pay for the watch's first use
+    (torch's dispatch machinery: about 0.1 s of CPU)."""
+    rules = [{"aten": "aten::_softmax"}, {"name": "attnlib.softmax"}]
+    run_cases(lambda x: x, _wire.request("warm", [{"kind": "case", "args": (np.zeros(2),)}], rules))
+
+
+def run_cases(fn: Callable, msg: Message) -> Message:
+    """Run ``fn`` on every call of the request; return the reply. Never raises (except
+    that a process forked by ``fn`` ends here)."""
     pid = os.getpid()
     try:
-        req = _wire.read_request(request_text)
+        req = _wire.read_request(msg)
     except _wire.WireError as exc:
-        return json.dumps({"attnlib": "reply", "version": _wire.VERSION, "id": "", "pid": pid,
-                           "outcomes": [], "error": str(exc)[:500]})
+        return Message({"attnlib": "reply", "version": _wire.VERSION, "id": "", "pid": pid, "outcomes": [],
+                        "error": str(exc)[:500]})
     key = json.dumps(req.watch, sort_keys=True)
     rec = _RECORDERS.get(key)
     if rec is None:
         rec = _RECORDERS[key] = Recorder(req.watch)
-    nodes = [_run_call(fn, call, req, rec, pid) for call in req.calls]
-    return _wire.reply(req.id, nodes, pid)
+    arrays: list = []
+    nodes = [_run_call(fn, call, req, rec, pid, arrays) for call in req.calls]
+    return _wire.reply(req.id, nodes, arrays, pid)
 
 
 def _function_name(fn: Any) -> str:
@@ -85,12 +172,12 @@ def _function_name(fn: Any) -> str:
     return name if isinstance(name, str) else type(fn).__name__
 
 
-def _run_call(fn: Callable, call: dict, req: _wire.Request, rec: Recorder, pid: int) -> dict:
+def _run_call(fn: Callable, call: dict, req: _wire.Request, rec: Recorder, pid: int, arrays: list) -> dict:
     kind = call["kind"]
     out = _wire.Outcome("value", function=_function_name(fn)[:200])
-    value_node = None
-    rec.evidence, rec.tampered, rec.lost = [], None, False
-    with _Capture(req.print_limit) as cap, _Quiet():
+    value = None
+    rec.evidence, rec.tampered, rec.lost, rec.returned = [], None, False, []
+    with Capture(req.print_limit) as cap, _Quiet():
         try:
             args, kwargs = req.inputs(call) if kind != "extra" else ((), {})
             problem = "" if kind == "extra" else _signature_problem(fn, args, kwargs)
@@ -115,19 +202,19 @@ def _run_call(fn: Callable, call: dict, req: _wire.Request, rec: Recorder, pid: 
             if kind == "case":
                 before = req.inputs(call)
                 out.mutated = not _same_input((args, kwargs), before)
-            if out.status == "value":
-                if kind == "case":
-                    value_node = _wire.encode_value(value)
-                elif kind == "extra":
-                    out.extra = value if value is None or isinstance(value, str) else str(value)
+                if out.status == "value":
+                    out.computed = rec.computed_like(value)
+            if out.status == "value" and kind == "extra":
+                out.extra = value if value is None or isinstance(value, str) else str(value)
         if os.getpid() != pid:
             os._exit(0)
+    rec.returned = []
     out.borrowed = tuple(_wire.Evidence(r, n) for r, n in rec.evidence)
     out.tampered = rec.tampered
     if out.tampered is None and rec.lost and out.status == "value":
         out.tampered = "the profile hook was removed (sys.setprofile or ctypes)"
     out.printed, out.printed_bytes = cap.text(), cap.total
-    return _wire.outcome_node(out, value_node)
+    return _wire.outcome_node(out, arrays, value if kind == "case" else None)
 
 
 def _call(fn, call, args, kwargs, rec, out):
@@ -214,253 +301,3 @@ class _KeptRecursionLimit:
         sys.setrecursionlimit = self.setter
         sys.setrecursionlimit(self.limit)
         return False
-
-
-class _Capture:
-    """Everything written to file descriptors 1 and 2 (and ``sys.stdout`` / ``sys.stderr``)
-    while it is active goes to an anonymous file; afterwards the first ``limit``
-    characters are kept and the rest only counted. (In the checker's worker the file's size
-    is capped, see :func:`_setup`: a function that writes gigabytes gets an error, not the
-    machine's memory.)"""
-
-    _file: int | None = None
-
-    def __init__(self, limit: int):
-        self.limit, self.total, self._text = limit, 0, ""
-
-    @classmethod
-    def _fd(cls) -> int:
-        if cls._file is None or cls._owner != os.getpid():
-            try:
-                cls._file = os.memfd_create("attnlib-output", os.MFD_CLOEXEC)
-            except (AttributeError, OSError):
-                import tempfile
-                cls._file = os.dup(tempfile.TemporaryFile().fileno())
-            cls._owner = os.getpid()
-        return cls._file
-
-    def __enter__(self):
-        for s in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                s.flush()
-        fd = self._fd()
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        self.saved = (os.dup(1), os.dup(2))
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        self.old = (sys.stdout, sys.stderr)
-        self.stream = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace",
-                                       write_through=True)
-        sys.stdout = sys.stderr = self.stream
-        return self
-
-    def __exit__(self, *exc):
-        with contextlib.suppress(Exception):
-            self.stream.flush()
-        sys.stdout, sys.stderr = self.old
-        os.dup2(self.saved[0], 1)
-        os.dup2(self.saved[1], 2)
-        for fd in self.saved:
-            os.close(fd)
-        fd = self._fd()
-        try:
-            self.total = os.fstat(fd).st_size
-            data = os.pread(fd, 4 * self.limit + 4, 0)
-        except OSError:
-            data = b""
-        self._text = data.decode("utf-8", "replace")[:self.limit]
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-        return False
-
-    def text(self) -> str:
-        return self._text
-
-
-# --------------------------------------------------------------------------- the worker process
-
-_PR_SET_CHILD_SUBREAPER = 36
-_FILE_CAP = 256 * 2**20      # bytes any file the worker writes may reach (its captured output too)
-
-
-def _become_subreaper() -> bool:
-    """Make this process the reaper of its orphaned descendants (Linux): a child that
-    double-forks or calls setsid stays in this process's tree, where the checker finds it."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _vm_data() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmData:"):
-                return int(line.split()[1]) * 1024
-    raise OSError("VmData")
-
-
-def limit_memory(extra: int | None) -> bool:
-    """Let this process map at most ``extra`` more bytes of private writable memory
-    (``RLIMIT_DATA``; an allocation beyond it fails with MemoryError); None: no limit."""
-    if not extra:
-        return False
-    try:
-        import resource
-
-        cap = _vm_data() + int(extra)
-        resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
-        return True
-    except (ImportError, OSError, ValueError, AttributeError):
-        return False
-
-
-def _setup(memory_limit: int | None) -> None:
-    """The worker's state before the first call: subreaper, its own output sent nowhere
-    (the kernel's streams are not touched), one torch thread, no interrupt, a memory limit."""
-    global IN_WORKER
-    IN_WORKER = True
-    _become_subreaper()
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    os.close(devnull)
-    sink = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace",
-                            write_through=True)
-    sys.stdout = sys.stderr = sink
-    sys.stdin = io.StringIO("")
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel handles the interrupt and kills us
-    with contextlib.suppress(Exception):  # what the function prints is kept in a file: cap its size
-        import resource
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (a write past the cap fails instead)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (_FILE_CAP, _FILE_CAP))
-    with contextlib.suppress(Exception):
-        import faulthandler
-        faulthandler.disable()
-    torch = sys.modules.get("torch")
-    if torch is not None:  # the parent's OpenMP pool does not survive fork: run on one thread
-        with contextlib.suppress(Exception):
-            torch.set_num_threads(1)
-    warnings.simplefilter("ignore")
-    limit_memory(memory_limit)
-
-
-def serve(fd_in: int, fd_out: int, fn: Callable, *, memory_limit: int | None = None, setup: bool = True) -> None:
-    """Answer the requests read from ``fd_in`` (frames of :mod:`._wire`) on ``fd_out``
-    until end of file; then end the process."""
-    try:
-        if setup:
-            _setup(memory_limit)
-        pid = os.getpid()
-        while True:
-            try:
-                frame = _wire.read_frame(fd_in)
-            except _wire.WireError:
-                break
-            if frame is None:
-                break
-            text = run_cases(fn, frame.decode("utf-8", "replace"))
-            if os.getpid() != pid:
-                os._exit(0)
-            _wire.write_frame(fd_out, text.encode("utf-8"))
-    except BaseException:  # noqa: BLE001 - never run the parent's code after fork
-        pass
-    finally:
-        os._exit(0)
-
-
-def _pdeathsig() -> None:
-    """Linux: be killed when the parent ends (a kernel that dies takes the check with it)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-def guarded(fd_in: int, fd_out: int, fn: Callable, *, memory_limit: int | None = None, setup: bool = True) -> None:
-    """Run :func:`serve` in a child of this process (the worker), and stay as its guard: a
-    child subreaper that never runs the learner's code. Whatever the worker does (fork,
-    ``setsid``, crash), its processes stay in the guard's tree, where the checker finds and
-    kills them. The guard writes a ``{"attnlib": "started", "worker": pid}`` frame, and
-    ``{"attnlib": "ended", "status": wait_status}`` if the worker ends; it reaps orphans
-    until it is killed. Without Linux's subreaper the worker runs here directly."""
-    try:
-        linux = sys.platform.startswith("linux")
-        if linux:
-            _become_subreaper()
-            _pdeathsig()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        worker = os.fork() if linux else 0
-        if worker == 0:
-            if linux:
-                _pdeathsig()
-            _wire.write_frame(fd_out, json.dumps({"attnlib": "started", "worker": os.getpid()}).encode())
-            serve(fd_in, fd_out, fn, memory_limit=memory_limit, setup=setup)
-        os.close(fd_in)
-        for fd in (0, 1, 2):
-            with contextlib.suppress(OSError):
-                os.dup2(os.open(os.devnull, os.O_RDWR), fd)
-        while True:
-            try:
-                pid, status = os.waitpid(-1, 0)
-            except ChildProcessError:
-                signal.pause()
-                continue
-            except InterruptedError:
-                continue
-            if pid == worker:
-                _wire.write_frame(fd_out, json.dumps({"attnlib": "ended", "status": status}).encode())
-    except BaseException:  # noqa: BLE001 - never run the parent's code after fork
-        pass
-    finally:
-        os._exit(0)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """A spawned worker: ``python -c '...main()' FD_IN FD_OUT PRELOAD``. It imports the
-    modules named in ``PRELOAD`` (comma-separated) and waits. The first frame it reads is
-    its configuration (JSON: ``memory_limit``), the second the function (pickled by the
-    trusted side, which only sends); it answers with a "ready" frame, then :func:`serve`
-    answers requests. End of file before that ends the process (its parent is gone)."""
-    argv = sys.argv[1:] if argv is None else argv
-    fd_in, fd_out = int(argv[0]), int(argv[1])
-    preload = [m for m in (argv[2] if len(argv) > 2 else "").split(",") if m]
-    try:
-        _setup(None)
-        for name in preload:
-            with contextlib.suppress(Exception):
-                __import__(name)
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            with contextlib.suppress(Exception):
-                torch.set_num_threads(1)
-        config = _wire.read_frame(fd_in)
-        frame = _wire.read_frame(fd_in)
-        if config is None or frame is None:
-            return
-        try:
-            memory = int(json.loads(config).get("memory_limit") or 0)
-        except (ValueError, AttributeError, TypeError):
-            memory = 0
-        limit_memory(memory or None)
-        try:
-            import pickle
-            with contextlib.suppress(ImportError):
-                import cloudpickle  # noqa: F401 - functions pickled by value need it to load
-            fn, extras = pickle.loads(frame)
-            EXTRA_CHECKS.update(extras)
-            ready = {"attnlib": "ready", "ok": True, "pid": os.getpid()}
-        except BaseException as exc:  # noqa: BLE001 - the learner's objects may fail to load
-            fn, ready = None, {"attnlib": "ready", "ok": False, "pid": os.getpid(),
-                               "why": f"{type(exc).__name__}: {exc}"[:500]}
-        _wire.write_frame(fd_out, json.dumps(ready).encode())
-        if fn is not None:
-            guarded(fd_in, fd_out, fn, setup=False)
-    finally:
-        os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

@@ -6,8 +6,9 @@ names the mistake) and carries each of its requests to the sandbox, where the ru
 answers it with :func:`attnlib.exercises._worker.run_cases` on the student's function
 (:func:`attnlib.grading.runner.run`). A grade therefore says exactly what
 ``al.exercises.check`` would say, with the same named mistake and message. The sandbox
-sees the inputs only, never a reference output, and what it sends back is JSON text that
-``Plan.take`` validates field by field (:mod:`attnlib.exercises._wire`).
+sees the inputs only, never a reference output, and what it sends back is plain data
+(:mod:`attnlib.runtime.wire`) that ``Plan.take`` validates field by field
+(:mod:`attnlib.exercises._wire`).
 
 The transport's own failures (the runner's worker past its time or CPU limit, a crash, an
 answer that is not a frame) are given to the plan as ``_wire.Outcome.failure(...)``.
@@ -20,25 +21,26 @@ the check's own code and the helpers it calls, nothing else of the module (check
 """
 from __future__ import annotations
 
-import base64
 import contextlib
 import sys
 import threading
 from typing import Callable
 
+import numpy as np
+
 from ..exercises import EXERCISES, CheckResult
 from ..exercises import _wire
-from ..exercises._clock import backstop
 from ..exercises._judge import Plan
 from ..i18n import _
+from ..runtime.wire import Message
 
 __all__ = ["grade_exercise", "stub_function", "extra_check_payload", "Transport"]
 
-# call(request, timeout) -> reply: sends one request to the sandbox and returns its answer
-Transport = Callable[[dict, float], dict]
+# call(request, timeout) -> reply: sends one request (a Message) to the sandbox and returns its answer
+Transport = Callable[[Message, float], Message]
 
 _PICKLE_LOCK = threading.Lock()
-_EXTRA_CACHE: dict[str, str] = {}
+_EXTRA_CACHE: dict[str, bytes] = {}
 
 
 def stub_function(name: str) -> str:
@@ -47,9 +49,9 @@ def stub_function(name: str) -> str:
     return sig[4:sig.index("(")].strip() if sig.startswith("def ") and "(" in sig else name
 
 
-def extra_check_payload(name: str) -> str:
-    """Exercise ``name``'s ``extra_check``, pickled by value (base64): its code and the
-    module-level helpers it uses travel, the rest of its module (the references) does not."""
+def extra_check_payload(name: str) -> bytes:
+    """Exercise ``name``'s ``extra_check``, pickled by value: its code and the module-level
+    helpers it uses travel, the rest of its module (the references) does not."""
     if name in _EXTRA_CACHE:
         return _EXTRA_CACHE[name]
     import cloudpickle
@@ -62,8 +64,8 @@ def extra_check_payload(name: str) -> str:
             blob = cloudpickle.dumps(check)
         finally:
             cloudpickle.unregister_pickle_by_value(module)
-    _EXTRA_CACHE[name] = base64.b64encode(blob).decode("ascii")
-    return _EXTRA_CACHE[name]
+    _EXTRA_CACHE[name] = blob
+    return blob
 
 
 def _failure(ran: dict) -> _wire.Outcome:
@@ -92,18 +94,21 @@ def grade_exercise(name: str, call: Transport, *, seed: int | None = None) -> tu
     ex = EXERCISES[name]
     plan = Plan(ex, seed=seed, batch=True, answer_key=False)  # a grader never lets the answer key pass
     while (req := plan.next_request()) is not None:
-        envelope = {"op": "run", "exercise": name, "request": req.text, "limit": req.limit,
-                    "cpu_limit": req.cpu_limit}
+        envelope = {"op": "run", "exercise": name, "request": req.message.header, "limit": req.limit,
+                    "wall": req.wall, "extra": req.stage == "extra"}
+        arrays = req.message.arrays
         if req.stage == "extra":
-            envelope["extra"] = extra_check_payload(name)
-        ran = call(envelope, backstop(req.limit) + 30)  # (the runner stops the call itself before)
-        if ran.get("status") == "missing":
+            arrays += (np.frombuffer(extra_check_payload(name), dtype=np.uint8),)
+        ran = call(Message(envelope, arrays), req.wall + 30)  # (the runner stops the call itself before)
+        head = ran.header
+        if head.get("status") == "missing":
             return CheckResult(name, "not_attempted", _("No function for this exercise was found in the notebook."),
                                details={"problem": "missing"}), ""
-        if ran.get("status") == "ok" and isinstance(ran.get("reply"), str):
-            plan.take(req, ran["reply"])
+        if head.get("status") == "ok" and isinstance(head.get("reply"), dict):
+            cpu = head.get("cpu") if type(head.get("cpu")) in (int, float) else None
+            plan.take(req, Message(head["reply"], ran.arrays), cpu=cpu)
         else:
-            plan.take(req, _failure(ran))
+            plan.take(req, _failure(head))
     result = plan.result()
     printed = ""
     with contextlib.suppress(Exception):

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from ..exercises import EXERCISES, CheckResult
 from ..i18n import N_, _
 from . import course
+from ..runtime.wire import Message
 from .judge import grade_exercise, stub_function
 from .sandbox import Limits, Sandbox, SandboxError
 from .submissions import Submission
@@ -192,7 +193,7 @@ def grade_notebook(sub: Submission, *, staging: pathlib.Path, slot: int, limits:
         box.prepare({})
         box.start()
         try:
-            hello = box.recv(timeout=120)
+            hello = box.recv(timeout=120).header
         except SandboxError:
             hello = None
         if not (isinstance(hello, dict) and hello.get("op") == "ready"):
@@ -202,7 +203,7 @@ def grade_notebook(sub: Submission, *, staging: pathlib.Path, slot: int, limits:
                "exercises": {n: stub_function(n) for n in names}}
         try:
             box.send(req, timeout=max(deadline - time.monotonic(), 1))
-            done = box.recv(timeout=max(deadline - time.monotonic(), 1))
+            done = box.recv(timeout=max(deadline - time.monotonic(), 1)).header
             if not isinstance(done, dict) or done.get("op") != "executed" or not isinstance(done.get("found"), dict):
                 raise SandboxError("garbage", "not the answer to 'execute'")
         except SandboxError as exc:
@@ -233,13 +234,13 @@ def grade_notebook(sub: Submission, *, staging: pathlib.Path, slot: int, limits:
                         "check({name}, ...).").format(fn=stub_function(n), name=repr(n)))
                     continue
 
-                def call(request: dict, timeout: float) -> dict:
+                def call(request: Message, timeout: float) -> Message:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise SandboxError("timeout", "out of time")
-                    box.send(request, timeout=min(timeout, left))
+                    box.send(*request, timeout=min(timeout, left))
                     reply = box.recv(timeout=min(timeout, left))
-                    if not isinstance(reply, dict) or reply.get("op") != "ran" or reply.get("exercise") != n:
+                    if reply.header.get("op") != "ran" or reply.header.get("exercise") != n:
                         raise SandboxError("garbage", "not the answer to 'run'")
                     return reply
                 try:

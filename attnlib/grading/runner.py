@@ -2,80 +2,48 @@
 
 Started by :mod:`attnlib.grading.sandbox` (through ``_boot.py``) as the first process of
 the sandbox. Nothing it sends is believed beyond what it is: plain data
-(:mod:`attnlib.exercises._wire`) that the trusted grader checks and judges itself. The
-submission's code runs in this process (the notebook's cells) and in its forked workers
-(its functions), so it can change anything here; that only ever affects its own row.
+(:mod:`attnlib.runtime.wire`) that the trusted grader checks and judges itself. The
+submission's code runs in this process (the notebook's cells) and in the checker's
+workers (its functions), so it can change anything here; that only ever affects its own
+row.
 
-The conversation, one JSON frame each way at a time (fd 3 in, fd 4 out):
+The conversation, one message each way at a time (the pipe descriptors named in
+``ATTNLIB_CHANNEL``):
 
 1. ``{"op": "execute", "cells": [source, ...], "exercises": {name: function name},
    "cell_timeout": s, "lang": "en"}``: run the code cells top to bottom in a fresh
-   IPython shell (a cell that raises, or uses ``cell_timeout`` seconds of CPU time or
-   three times that on the clock, is recorded and the next one runs), with ``al.exercises.check`` replaced by a recorder (the grader, not
-   the notebook, checks). Then every other process of the sandbox is killed, and the
-   answer is ``{"op": "executed", "errors": [...], "found": {name: how}, "answers": {...}}``:
-   which function each exercise will be graded with (the last one passed to
-   ``check(name, fn)``, else the global of the stub's name) and the quiz answers given
-   with ``al.assignments.answer``.
-2. ``{"op": "run", "exercise": name, "request": text, "limit": s, "cpu_limit": s or
-   null}``: a request of the checker's trusted side (:class:`attnlib.exercises._judge.Plan`).
-   A worker is forked (so the function's side effects stay there, and a hang costs only
-   this request) and answers it with the checker's untrusted side,
-   :func:`attnlib.exercises._worker.run_cases`: the function called on each case, its
-   output, exception, printed text, changed inputs and borrowed library answers, as plain
-   data (JSON text). The answer is ``{"op": "ran", "status": "ok", "reply": text}``, or
-   the status "timeout" (past ``limit`` seconds of the worker's own time, see
-   :mod:`attnlib.exercises._clock`), "cpu" (past ``cpu_limit`` CPU seconds)
-   or "crashed". Then every other process of the sandbox is killed (``kill(-1)`` from
-   pid 1: forks, ``setsid`` children, double forks).
+   IPython shell, with ``al.exercises.check`` replaced by a recorder (the grader, not the
+   notebook, checks). A cell that raises, or passes ``cell_timeout`` CPU seconds (the
+   clock's backstop on top: :mod:`attnlib.runtime.limits`), is recorded and the next one
+   runs. A process a cell forked that comes back here ends at once, whatever it did. Then
+   every other process of the sandbox is killed, and the answer is ``{"op": "executed",
+   "errors": [...], "found": {name: how}, "answers": {...}}``: which function each
+   exercise will be graded with (the last one passed to ``check(name, fn)``, else the
+   global of the stub's name) and the quiz answers given with ``al.assignments.answer``.
+2. ``{"op": "run", "exercise": name, "request": HEADER, "limit": s, "wall": s,
+   "extra": bool}`` with the request's arrays (and, with ``extra``, the exercise's extra
+   check pickled by value as the last array): a request of the checker's trusted side
+   (:class:`attnlib.exercises._judge.Plan`). The checker's own worker
+   (:class:`attnlib.exercises._worker.Worker`, forked for this request, so the function's
+   side effects stay there and a hang costs only this request) answers it. The answer is
+   ``{"op": "ran", "status": "ok", "reply": HEADER}`` with the reply's arrays, or the
+   status "timeout", "cpu", "crashed" or "garbled" (the limit rule, the worker's end).
+   Then every other process of the sandbox is killed (``kill(-1)`` from pid 1: forks,
+   ``setsid`` children, double forks).
 3. ``{"op": "bye"}``.
 """
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import select
 import signal
-import struct
 import sys
 import time
-import types
 
-_HEADER = struct.Struct(">Q")
+from attnlib.runtime.limits import backstop
+from attnlib.runtime.wire import Channel, Closed, Message, WireError
+
 PID = os.getpid()
-
-
-# --------------------------------------------------------------------------- frames
-
-def _write_frame(fd: int, obj) -> None:
-    data = json.dumps(obj, allow_nan=True).encode()
-    data = _HEADER.pack(len(data)) + data
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError
-        chunk = os.read(fd, n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
-
-
-def _read_frame(fd: int, deadline: float | None = None):
-    head = _read_exact(fd, _HEADER.size, deadline)
-    if head is None:
-        return None
-    body = _read_exact(fd, _HEADER.unpack(head)[0], deadline)
-    return None if body is None else json.loads(body)
 
 
 # --------------------------------------------------------------------------- executing cells
@@ -125,6 +93,35 @@ def _error_text(exc: BaseException) -> str:
     return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
 
 
+def _run_cell(shell, source: str, limit: float) -> tuple[str | None, bool]:
+    """Run one cell: (its error, whether it timed out). A process the cell forked never
+    returns from here (whatever it caught on the way)."""
+    error, timeout = None, False
+    try:
+        try:
+            # a cell may use `limit` CPU seconds (a busy machine does not shorten it), and the
+            # clock's backstop on top (a cell that waits instead of computing)
+            signal.setitimer(signal.ITIMER_PROF, limit)
+            signal.setitimer(signal.ITIMER_REAL, backstop(limit))
+            result = shell.run_cell(source, store_history=False, silent=True)
+            exc = result.error_in_exec or result.error_before_exec
+            if isinstance(exc, _CellTimeout):
+                timeout = True
+            elif exc is not None:
+                error = _error_text(exc)
+        except _CellTimeout:
+            timeout = True
+        except BaseException as exc:  # noqa: BLE001 - whatever the cell did
+            error = _error_text(exc)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
+    finally:
+        if os.getpid() != PID:  # a fork of this process ran the rest of the cell: it stops here
+            os._exit(0)
+    return error, timeout
+
+
 def execute(req: dict) -> dict:
     checks = sys.modules["attnlib.exercises"].recorded  # filled by the stand-in check() (_boot.py)
     from IPython.core.interactiveshell import InteractiveShell
@@ -138,29 +135,9 @@ def execute(req: dict) -> dict:
     signal.signal(signal.SIGPROF, _on_alarm)
     limit = float(req["cell_timeout"])
     for i, source in enumerate(req["cells"]):
-        error = None
-        try:
-            # a cell may use `limit` seconds of CPU time (a busy machine does not shorten it), and
-            # three times that on the clock (a cell that waits instead of computing)
-            signal.setitimer(signal.ITIMER_PROF, limit)
-            signal.setitimer(signal.ITIMER_REAL, 3 * limit)
-            result = shell.run_cell(source, store_history=False, silent=True)
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.setitimer(signal.ITIMER_PROF, 0)
-            exc = result.error_in_exec or result.error_before_exec
-            if isinstance(exc, _CellTimeout):
-                timeouts.append(i)
-            elif exc is not None:
-                error = _error_text(exc)
-        except _CellTimeout:
+        error, timeout = _run_cell(shell, source, limit)
+        if timeout:
             timeouts.append(i)
-        except BaseException as exc:  # noqa: BLE001 - whatever the cell did
-            error = _error_text(exc)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.setitimer(signal.ITIMER_PROF, 0)
-        if os.getpid() != PID:  # a fork of this process ran the rest of the cell: it stops here
-            os._exit(0)
         if error:
             errors.append({"cell": i, "error": error})
     _kill_others()
@@ -185,122 +162,55 @@ def execute(req: dict) -> dict:
 
 # --------------------------------------------------------------------------- running functions
 
-def _worker(fn, req: dict, out_fd: int) -> None:
-    """In the forked worker: answer the checker's request with the checker's own
-    untrusted side (``run_cases``), one frame."""
-    from attnlib.exercises import _worker as checker
-    checker._setup(None)  # as the checker's own worker: output captured, one torch thread, warnings off
-    if req.get("extra"):  # an extra check, pickled by value by the grader (its module is not here)
-        import base64
+def run(fn, req: dict, arrays=()) -> Message:
+    """Answer one request of the checker with the checker's own worker (forked here), then
+    kill every other process of the sandbox."""
+    from attnlib.exercises._worker import Worker
+
+    extras = {}
+    if req.get("extra") and arrays:  # an extra check, pickled by value by the grader (its module is not here)
         import pickle
-        checker.EXTRA_CHECKS[req["exercise"]] = pickle.loads(base64.b64decode(req["extra"]))
-    if req.get("cpu_limit"):
-        signal.signal(signal.SIGPROF, lambda *a: os._exit(86))
-        signal.setitimer(signal.ITIMER_PROF, float(req["cpu_limit"]))
-    me = os.getpid()
-    reply = checker.run_cases(fn, req["request"])
-    if os.getpid() != me:  # a fork of the function returning here: only the worker answers
-        os._exit(0)
-    signal.setitimer(signal.ITIMER_PROF, 0)
-    _write_frame(out_fd, {"reply": reply})
-
-
-def _await(fd: int, pid: int, limit: float) -> None:
-    """Wait until the worker ``pid`` starts its reply on ``fd``; TimeoutError past ``limit``
-    seconds of its own time (the checker's measure: clock time less its waits for a CPU
-    that other programs held, so that grading many notebooks at once does not fail a
-    correct answer) or ten times that on the clock."""
-    from attnlib.exercises._clock import CallClock
-    clock = CallClock(pid)
-    while not select.select([fd], [], [], clock.left(limit))[0]:
-        if clock.past(limit) and not select.select([fd], [], [], 0)[0]:
-            raise TimeoutError
-
-
-def run(fn, req: dict) -> dict:
-    """Fork a worker for one request of the checker; wait for its reply within the
-    request's limit; then kill every other process of the sandbox."""
-    r, w = os.pipe()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    for attempt in range(50):
-        try:
-            pid = os.fork()
-            break
-        except BlockingIOError:  # processes being reaped still count against the limit
-            _kill_others()
-            time.sleep(0.1)
-    else:
-        return {"op": "ran", "exercise": req.get("exercise"), "status": "crashed", "how": ["exit", 0], "seconds": 0.0}
-    if pid == 0:
-        status = 0
-        try:
-            os.close(r)
-            for fd in (3, 4):  # the worker never talks to the grader
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)
-            signal.signal(signal.SIGPROF, signal.SIG_DFL)
-            _worker(fn, req, w)
-        except BaseException:  # noqa: BLE001
-            status = 1
-        finally:
-            os._exit(status)
-    os.close(w)
-    start = time.monotonic()
-    reply, status, how = None, "ok", None
-    try:
-        _await(r, pid, float(req.get("limit") or 10))
-        frame = _read_frame(r, time.monotonic() + 30)
-        if frame is None:
-            status = "crashed"
-        elif isinstance(frame, dict) and isinstance(frame.get("reply"), str):
-            reply = frame["reply"]
-        else:
-            status = "garbled"
-    except TimeoutError:
-        status = "timeout"
-    except ValueError:
-        status = "garbled"
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        _, st = os.waitpid(pid, 0)
-        if status == "crashed":
-            how = (["signal", os.WTERMSIG(st)] if os.WIFSIGNALED(st) else ["exit", os.WEXITSTATUS(st)])
-            if how == ["exit", 86]:
-                status, how = "cpu", None
-    os.close(r)
+        extras[req["exercise"]] = pickle.loads(bytes(arrays[-1]))
+        arrays = arrays[:-1]
+    head = req.get("request") if isinstance(req.get("request"), dict) else {}
+    ran = {"op": "ran", "exercise": req.get("exercise")}
+    with Worker(fn, extra_checks=extras, method="fork") as worker:
+        got = worker.call(Message(head, tuple(arrays)), str(head.get("id", "")), limit=float(req.get("limit") or 10),
+                          wall=float(req["wall"]) if req.get("wall") else None)
     _kill_others()
-    return {"op": "ran", "exercise": req.get("exercise"), "status": status, "how": how, "reply": reply,
-            "seconds": time.monotonic() - start}
+    if isinstance(got, tuple):
+        reply, cpu, seconds = got
+        return Message({**ran, "status": "ok", "reply": reply.header, "cpu": cpu, "seconds": seconds}, reply.arrays)
+    return Message({**ran, "status": got.status, "how": list(got.how) if got.how else None, "seconds": got.seconds})
 
 
 # --------------------------------------------------------------------------- main loop
 
 def main() -> None:
-    inp, out = 3, 4
+    read_fd, write_fd = (int(x) for x in os.environ.pop("ATTNLIB_CHANNEL").split(","))
+    channel = Channel.from_fds(read_fd, write_fd, max_bytes=64 * 2**20)
     functions: dict = {}
-    _write_frame(out, {"op": "ready"})  # before any of the submission's code runs
+    channel.send({"op": "ready"})  # before any of the submission's code runs
     while True:
-        req = _read_frame(inp)
-        if req is None or req.get("op") == "bye":
+        try:
+            header, arrays = channel.recv()
+        except (Closed, WireError):
             break
-        if os.getpid() != PID:
-            os._exit(0)
-        if req["op"] == "execute":
-            reply = execute(req)
+        if header.get("op") == "bye":
+            break
+        if header.get("op") == "execute":
+            reply = execute(header)
             functions = reply.pop("_functions")
-        elif req["op"] == "run":
-            fn = functions.get(req["exercise"])
-            reply = ({"op": "ran", "exercise": req["exercise"], "status": "missing", "outcomes": []}
-                     if fn is None else run(fn, req))
+            reply = Message(reply)
+        elif header.get("op") == "run":
+            fn = functions.get(header.get("exercise"))
+            reply = (Message({"op": "ran", "exercise": header.get("exercise"), "status": "missing"}) if fn is None
+                     else run(fn, header, arrays))
         else:
-            reply = {"op": "error", "text": f"unknown request {req.get('op')!r}"}
+            reply = Message({"op": "error", "text": f"unknown request {str(header.get('op'))[:40]!r}"})
         if os.getpid() != PID:
             os._exit(0)
-        _write_frame(out, reply)
+        channel.send(*reply)
     _kill_others()
 
 

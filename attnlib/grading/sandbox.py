@@ -1,22 +1,26 @@
 """A box for one submission: its own process tree, filesystem, network and limits.
 
 The grader runs code that someone else wrote. Each submission runs in a sandbox of its
-own (the trusted grader process never imports or unpickles anything from it):
+own (the trusted grader process never imports or unpickles anything from it), made by
+well-kept tools rather than by hand: bubblewrap (``bwrap``, Flatpak's sandbox; Debian's
+``bubblewrap``) for the namespaces and the filesystem, util-linux's ``prlimit`` for the
+resource limits and ``setpriv`` for the user:
 
 ============== ========================================================================
 network        a new network namespace with no interface up: every connection fails
 processes      a new PID namespace whose first process is the submission's runner;
                killing it at the verdict makes the kernel kill every process the
                submission started (forks, ``setsid`` daemons, double forks); the
-               grader then checks from ``/proc`` that none is left
-filesystem     a new root (mount namespace + ``chroot``) that holds only the system's
-               read-only folders, the Python installation, attnlib without its
-               exercises' reference solutions, a private ``/tmp`` and the submission's
-               own working folder: the other submissions, the course's chapters, the
-               report and everyone's home folders do not exist there
+               grader then checks that none is left
+filesystem     a new root (a tmpfs, read-only) that holds only the system's read-only
+               folders, the Python installation, attnlib without its exercises' answer
+               key (``attnlib/exercises/catalogue`` is an empty folder there), a private
+               ``/tmp`` and the submission's own working folder: the other submissions,
+               the course's chapters, the report and everyone's home folders do not
+               exist there
 user           as root: an unprivileged uid of its own (one per parallel slot, so the
                process limit counts only this sandbox); otherwise the user namespace's
-               root with every capability dropped; ``no_new_privs`` either way
+               user with no capability; ``no_new_privs`` either way
 limits         wall-clock (per notebook, per cell, per request), CPU seconds
                (``RLIMIT_CPU``), memory (``RLIMIT_AS`` per process, plus a memory cgroup
                for the whole tree where the grader may create one), processes (a pids
@@ -25,14 +29,14 @@ output         what it prints reaches the grader through a pipe that is drained 
                cut after ``Limits.output`` bytes
 ============== ========================================================================
 
-The namespaces come from util-linux's ``unshare``: as root directly, as another user
-through an unprivileged user namespace (``unshare --user --map-root-user``) where the
-kernel allows one. Where neither works the sandbox still runs the submission in a
-separate process with the resource limits, but :func:`probe` reports exactly which
-isolation is missing, the grader prints it, and ``--require-isolation`` refuses to run.
+As root ``bwrap`` runs privileged and ``setpriv`` drops to the slot's uid inside; as
+another user it makes an unprivileged user namespace where the kernel allows one. Where
+neither works the sandbox still runs the submission in a separate process with the
+resource limits, but :func:`probe` reports exactly which isolation is missing, the grader
+prints it, and ``--require-isolation`` refuses to run.
 
-The channel to the runner is a pair of pipes carrying length-prefixed JSON frames
-(plain data), each read with a deadline and a size limit.
+The channel to the runner is a pair of pipes carrying :mod:`attnlib.runtime.wire`
+messages (plain data), each read with a deadline and a size limit.
 """
 from __future__ import annotations
 
@@ -41,26 +45,28 @@ import json
 import os
 import pathlib
 import secrets
-import select
+import shlex
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
+import psutil
+
 from ..i18n import N_
+from ..runtime.processes import kill_tree, watchdog
+from ..runtime.wire import Channel, Closed, Message, WireError
 
 __all__ = ["Limits", "Isolation", "probe", "Sandbox", "SandboxError", "survivors"]
 
-JAIL = pathlib.Path(__file__).with_name("_jail.py")
 BOOT = pathlib.Path(__file__).with_name("_boot.py")  # starts attnlib.grading.runner inside
 HOME = "/home/student"
 UID_BASE = int(os.environ.get("ATTNLIB_GRADE_UID_BASE", "3210000"))  # root mode: uid = base + slot
-_NS = ["--net", "--pid", "--fork", "--mount", "--mount-proc", "--ipc", "--uts"]
-_HEADER = struct.Struct(">Q")
+NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+              "--die-with-parent", "--as-pid-1", "--new-session"]
 
 
 class SandboxError(RuntimeError):
@@ -78,8 +84,9 @@ class Limits:
     Args:
         wall: seconds for the whole notebook: executing it and running its functions.
             Default: 600.
-        cell: CPU seconds one cell may use (three times that on the clock) before it is
-            interrupted (the next cell runs). Default: 60.
+        cell: CPU seconds one cell may use (the clock's backstop,
+            :func:`attnlib.runtime.limits.backstop`, on top) before it is interrupted (the
+            next cell runs). Default: 60.
         cpu: CPU seconds per process (``RLIMIT_CPU``). Default: 600.
         memory: bytes of memory: ``RLIMIT_AS`` of each process and, where a memory
             cgroup can be created, of the whole sandbox. Default: 4 GiB.
@@ -88,7 +95,7 @@ class Limits:
         file_size: largest file it may write, in bytes. Default: 64 MiB.
         open_files: open file descriptors per process. Default: 512.
         output: bytes of printed output kept (the rest is read and dropped). Default: 64 KiB.
-        tmp: size of its private ``/tmp`` (a tmpfs). Default: ``"256m"``.
+        tmp: size of its private ``/tmp`` (a tmpfs), in bytes. Default: 256 MiB.
     """
 
     wall: float = 600.0
@@ -99,7 +106,7 @@ class Limits:
     file_size: int = 64 * 2**20
     open_files: int = 512
     output: int = 64 * 1024
-    tmp: str = "256m"
+    tmp: int = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -137,9 +144,10 @@ class Isolation:
 _PROBED: dict[str, Isolation] = {}
 
 
-def _unshare() -> str | None:
-    return shutil.which("unshare") or next((p for p in ("/usr/bin/unshare", "/bin/unshare")
-                                            if os.access(p, os.X_OK)), None)
+def tool(name: str) -> str | None:
+    """The path of a command-line tool (``bwrap``, ``prlimit``, ``setpriv``), or None."""
+    return shutil.which(name) or next((p for p in (f"/usr/bin/{name}", f"/bin/{name}")
+                                       if os.access(p, os.X_OK)), None)
 
 
 def _try(cmd: list[str]) -> tuple[bool, str]:
@@ -148,6 +156,16 @@ def _try(cmd: list[str]) -> tuple[bool, str]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, str(exc)
     return r.returncode == 0, (r.stderr or r.stdout).strip()[:300]
+
+
+def try_bwrap(user_namespace: bool) -> tuple[bool, str]:
+    """Whether ``bwrap`` can make the sandbox's namespaces here (with a user namespace:
+    as an unprivileged user must), and what it said."""
+    exe = tool("bwrap")
+    if exe is None:
+        return False, "bubblewrap (bwrap) is not installed"
+    return _try([exe, *(["--unshare-user"] if user_namespace else []), *NAMESPACES,
+                 "--ro-bind", "/", "/", "--", "true"])
 
 
 def _cgroup_parents() -> tuple[str, list[str]]:
@@ -179,22 +197,20 @@ def _cgroup_parents() -> tuple[str, list[str]]:
 
 
 def probe(refresh: bool = False) -> Isolation:
-    """Find out which isolation works here (tries ``unshare`` once; cached)."""
+    """Find out which isolation works here (tries ``bwrap`` once; cached)."""
     if "iso" in _PROBED and not refresh:
         return _PROBED["iso"]
-    exe = _unshare()
     cg, _ = _cgroup_parents()
-    if exe is None:
-        iso = Isolation("none", False, False, False, False, cg, "util-linux's unshare is not installed")
-    elif os.geteuid() == 0:
-        ok, why = _try([exe, *_NS, "--", "true"])
-        iso = (Isolation("root", True, True, True, True, cg) if ok else
-               Isolation("none", False, False, False, False, cg, f"unshare failed as root: {why}"))
+    missing = [t for t in ("prlimit", "setpriv") if tool(t) is None]
+    root = os.geteuid() == 0
+    ok, why = try_bwrap(user_namespace=not root)
+    if missing:
+        ok, why = False, f"util-linux's {' and '.join(missing)} not installed"
+    if ok:
+        iso = Isolation("root", True, True, True, True, cg) if root else Isolation("userns", True, True, True, True, "")
     else:
-        ok, why = _try([exe, "--user", "--map-root-user", *_NS, "--", "true"])
-        iso = (Isolation("userns", True, True, True, True, "") if ok else
-               Isolation("none", False, False, False, False, "",
-                         f"unprivileged user namespaces are not available: {why}"))
+        iso = Isolation("none", False, False, False, False, cg if root else "",
+                        f"bwrap failed{' as root' if root else ' (unprivileged user namespaces)'}: {why}")
     _PROBED["iso"] = iso
     return iso
 
@@ -205,15 +221,16 @@ def _is_within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def root_layout(protected: list[str]) -> tuple[list, list, list]:
-    """(symlinks, binds, hidden) of the sandbox's root: the system folders, the Python
-    installation and attnlib, never a folder that contains a ``protected`` one."""
+def root_layout(protected: list[str]) -> list[str]:
+    """``bwrap`` arguments for the sandbox's root: the system folders, the Python
+    installation and attnlib (read-only, never a folder that contains a ``protected``
+    one), its answer key hidden under an empty read-only folder."""
     import attnlib
 
-    symlinks, binds = [], []
+    args, binds = [], []
     for p in ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(p):
-            symlinks.append([p, os.readlink(p)])
+            args += ["--symlink", os.readlink(p), p]
         elif os.path.isdir(p):
             binds.append(p)
     package = os.path.dirname(os.path.realpath(attnlib.__file__))
@@ -226,9 +243,16 @@ def root_layout(protected: list[str]) -> tuple[list, list, list]:
         if any(_is_within(q, p) for q in protected) or any(_is_within(p, b) for b in binds):
             continue
         binds.append(p)
-    exercises = os.path.join(package, "exercises")
-    keep = sorted(str(f) for f in pathlib.Path(exercises).glob("_*.py") if f.name != "__init__.py")
-    return symlinks, [[b, b, True] for b in binds], [[exercises, keep]]
+    made = set()
+    for b in binds:
+        for parent in list(pathlib.PurePosixPath(b).parents)[::-1][1:]:  # (searchable by the sandbox's user)
+            if str(parent) not in made:
+                made.add(str(parent))
+                args += ["--perms", "0755", "--dir", str(parent)]
+        args += ["--ro-bind", b, b]
+    catalogue = os.path.join(package, "exercises", "catalogue")
+    args += ["--tmpfs", catalogue, "--remount-ro", catalogue]
+    return args
 
 
 def _mpl_cache(dest: pathlib.Path) -> None:
@@ -251,8 +275,7 @@ class Sandbox:
     ``send`` and ``recv``, and ``close`` it at the verdict.
 
     Args:
-        staging: a private folder (mode 0700) of the grader where the working folder and
-            the mount point of the new root are made.
+        staging: a private folder (mode 0700) of the grader where the working folder is made.
         slot: the parallel slot (0, 1, ...): sets the uid as root.
         limits: :class:`Limits`.
         protected: folders that must be invisible inside (the submissions, the report,
@@ -270,12 +293,12 @@ class Sandbox:
     def __post_init__(self):
         self.token = secrets.token_hex(8)
         self.workdir = self.staging / f"work-{self.token}"
-        self.rootdir = self.staging / f"root-{self.token}"
         self.proc: subprocess.Popen | None = None
         self.init_pid: int | None = None
         self.pidns: str | None = None
         self.uid = UID_BASE + self.slot if os.geteuid() == 0 else None  # root: a uid of its own
         self.cgroups: list[pathlib.Path] = []
+        self.channel: Channel | None = None
         self._out = bytearray()
         self._out_total = 0
         self._drain: threading.Thread | None = None
@@ -285,7 +308,6 @@ class Sandbox:
     def prepare(self, files: dict[str, bytes]) -> pathlib.Path:
         """Make the working folder (owned by the sandbox's uid, mode 0700) with ``files``."""
         self.workdir.mkdir(mode=0o700)
-        self.rootdir.mkdir(mode=0o700)
         for name, data in files.items():
             (self.workdir / name).write_bytes(data)
         _mpl_cache(self.workdir / ".config" / "matplotlib")
@@ -314,79 +336,81 @@ class Sandbox:
             procs.append(str(d / "cgroup.procs"))
         return procs
 
-    def _env(self) -> dict:
+    def _env(self, channel: tuple[int, int]) -> dict:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "TMPDIR": "/tmp", "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{HOME}/.config/matplotlib",
                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "ATTNLIB_DEVICE": "cpu",
-               "CUDA_VISIBLE_DEVICES": "", "ATTNLIB_PROGRESS": "off", "ATTNLIB_SANDBOX": self.token}
+               "CUDA_VISIBLE_DEVICES": "", "ATTNLIB_PROGRESS": "off", "ATTNLIB_SANDBOX": self.token,
+               "ATTNLIB_CHANNEL": f"{channel[0]},{channel[1]}"}
         for keep in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES"):
             if keep in os.environ:
                 env[keep] = os.environ[keep]
         env.update(self.env)
+        if self.isolation.mode == "none":
+            env.update(HOME=str(self.workdir), MPLCONFIGDIR=f"{self.workdir}/.config/matplotlib",
+                       TMPDIR=str(self.workdir))
         return env
+
+    def command(self, argv: list[str], info_fd: int | None = None) -> list[str]:
+        """The command line that runs ``argv`` in this sandbox (see the module docstring)."""
+        lim, iso = self.limits, self.isolation
+        # RLIMIT_NPROC counts the processes of the real uid: as root the sandbox has a uid of its
+        # own; otherwise it shares the user's, so the cap comes on top of what the user runs now
+        nproc = lim.processes + (0 if self.uid is not None else _processes_of_user())
+        cmd = [tool("prlimit"), f"--cpu={int(lim.cpu)}", f"--as={int(lim.memory)}", f"--fsize={int(lim.file_size)}",
+               f"--nofile={int(lim.open_files)}", f"--nproc={int(nproc)}", "--core=0", "--"]
+        if iso.mode == "none":
+            return cmd + argv
+        cmd += [tool("bwrap"), *(["--unshare-user", "--cap-drop", "ALL"] if iso.mode == "userns" else []),
+                *NAMESPACES, "--hostname", "sandbox", *root_layout(self.protected),
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
+                "--perms", "1777", "--size", str(int(lim.tmp)), "--tmpfs", "/tmp",
+                "--perms", "0755", "--dir", "/home", "--bind", str(self.workdir), HOME, "--remount-ro", "/",
+                "--chdir", HOME, *(["--info-fd", str(info_fd)] if info_fd is not None else []), "--"]
+        if self.uid is not None:  # root: the slot's own unprivileged user, no capability at all
+            cmd += [tool("setpriv"), f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
+                    "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        return cmd + argv
 
     def start(self, argv: list[str] | None = None) -> None:
         """Start ``argv`` in the sandbox. Default: the runner (:mod:`attnlib.grading.runner`)."""
         argv = argv or [sys.executable, "-I", str(BOOT)]
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        lim = self.limits
-        rlimits = {"RLIMIT_CPU": lim.cpu, "RLIMIT_AS": lim.memory, "RLIMIT_FSIZE": lim.file_size,
-                   "RLIMIT_NOFILE": lim.open_files, "RLIMIT_CORE": 0}
-        iso = self.isolation
-        # RLIMIT_NPROC counts the processes of the real uid: as root the sandbox has a uid of its
-        # own; otherwise it shares the user's, so the cap comes on top of what the user runs now
-        rlimits["RLIMIT_NPROC"] = lim.processes + (0 if self.uid is not None else _processes_of_user())
-        workdir = str(self.workdir) if iso.mode == "none" else HOME
-        env = self._env()
-        if iso.mode == "none":
-            env["HOME"], env["MPLCONFIGDIR"] = workdir, f"{workdir}/.config/matplotlib"
-            env["TMPDIR"] = workdir
-        spec = {"root": str(self.rootdir), "workdir": str(self.workdir), "home": HOME,
-                "fds": [req_r, rep_w], "rlimits": rlimits, "uid": self.uid, "argv": argv, "env": env,
-                "tmp_size": lim.tmp, "cgroups": self._cgroup() if iso.mode == "root" else []}
-        if iso.mode != "none":
-            symlinks, binds, hidden = root_layout(self.protected)
-            spec.update(symlinks=symlinks, binds=binds, hide=hidden)
-        spec_path = self.staging / f"spec-{self.token}.json"
-        spec_path.write_text(json.dumps(spec), encoding="utf-8")
-        jail = [sys.executable, "-I", "-S", str(JAIL), str(spec_path)]
-        if iso.mode == "root":
-            cmd = [_unshare(), *_NS, "--kill-child", "--", *jail]
-        elif iso.mode == "userns":
-            cmd = [_unshare(), "--user", "--map-root-user", *_NS, "--kill-child", "--", *jail]
-        else:
-            cmd = jail + ["--lite"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, pass_fds=(req_r, rep_w), close_fds=True,
-                                     start_new_session=True)
-        os.close(req_r)
-        os.close(rep_w)
-        self._req, self._rep = req_w, rep_r
-        os.set_blocking(self._req, False)
+        info_r, info_w = os.pipe() if self.isolation.mode != "none" else (None, None)
+        cmd = self.command(argv, info_w)
+        procs = self._cgroup() if self.isolation.mode == "root" else []
+        if procs:  # enter the cgroups first: everything started from then on stays in them
+            cmd = ["sh", "-c", "set -e; " + "; ".join(f"echo $$ > {shlex.quote(p)}" for p in procs)
+                   + '; exec "$@"', "sh", *cmd]
+        keep = tuple(fd for fd in (req_r, rep_w, info_w) if fd is not None)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     pass_fds=keep, close_fds=True, start_new_session=True,
+                                     env=self._env((req_r, rep_w)),
+                                     cwd=str(self.workdir) if self.isolation.mode == "none" else None)
+        for fd in keep:
+            os.close(fd)
+        self.channel = Channel.from_fds(rep_r, req_w, max_bytes=64 * 2**20)
         self._drain = threading.Thread(target=self._read_output, daemon=True)
         self._drain.start()
-        self.init_pid = self._find_init()
+        self.init_pid = self.proc.pid if info_r is None else self._read_info(info_r)
         if self.init_pid is not None and self.isolation.processes:
             with contextlib.suppress(OSError):
                 ns = os.readlink(f"/proc/{self.init_pid}/ns/pid")
                 if ns != os.readlink("/proc/self/ns/pid"):  # never the grader's own namespace
                     self.pidns = ns
 
-    def _find_init(self) -> int | None:
-        """The pid (seen from here) of the sandbox's first process, the child of unshare."""
-        if self.isolation.mode == "none":
-            return self.proc.pid
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            for task in pathlib.Path(f"/proc/{self.proc.pid}/task").glob("*"):
-                with contextlib.suppress(OSError):
-                    kids = (task / "children").read_text().split()
-                    if kids:
-                        return int(kids[0])
-            time.sleep(0.005)
-        return None
+    def _read_info(self, fd: int) -> int | None:
+        """The pid (seen from here) of the sandbox's first process, from bwrap's --info-fd."""
+        data = b""
+        with open(fd, "rb") as f, watchdog(20, self._kill):
+            data = f.read(100_000)
+        try:
+            pid = json.loads(data.decode()).get("child-pid")
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            return None
+        return pid if type(pid) is int else None
 
     def _read_output(self) -> None:
         out = self.proc.stdout
@@ -410,70 +434,55 @@ class Sandbox:
         return text + (f"\n[... {more} more bytes dropped]" if more > 0 else "")
 
     # ---- protocol
-    def send(self, obj, timeout: float) -> None:
-        data = json.dumps(obj, allow_nan=True).encode()
-        frame = _HEADER.pack(len(data)) + data
-        deadline = time.monotonic() + timeout
-        view = memoryview(frame)
-        while view:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SandboxError("timeout", "the sandbox did not read its request in time")
-            _, writable, _ = select.select([], [self._req], [], left)
-            if not writable:
-                continue
-            try:
-                n = os.write(self._req, view[:65536])
-            except BlockingIOError:
-                continue
-            except (BrokenPipeError, OSError):
-                raise SandboxError("ended", "the sandbox closed its channel") from None
-            view = view[n:]
+    def _kill(self) -> None:
+        """End the sandbox now (also a watchdog's way to unblock a read or a write): its
+        namespace's first process (the kernel kills the others), or without one its tree."""
+        if self.proc is None:
+            return
+        if self.isolation.processes and self.init_pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.init_pid, signal.SIGKILL)  # (bwrap ends once the namespace is empty)
+        else:
+            kill_tree(self.proc.pid)
 
-    def _read_exact(self, n: int, deadline: float) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SandboxError("timeout", "no answer in time")
-            ready, _, _ = select.select([self._rep], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(self._rep, min(n - len(buf), 1 << 20))
-            if not chunk:
-                raise SandboxError("ended", "the sandbox ended")
-            buf += chunk
-        return bytes(buf)
-
-    def recv(self, timeout: float, max_bytes: int = 64 * 2**20):
-        """The next frame, decoded from JSON (plain data only), within ``timeout`` s."""
-        deadline = time.monotonic() + timeout
-        (n,) = _HEADER.unpack(self._read_exact(_HEADER.size, deadline))
-        if n > max_bytes:
-            raise SandboxError("garbage", f"a frame of {n} bytes announced (limit {max_bytes})")
-        data = self._read_exact(n, deadline)
+    def send(self, header: dict, arrays=(), *, timeout: float) -> None:
+        """Send a message; a sandbox that does not read it within ``timeout`` s is ended."""
+        expired = []
         try:
-            return json.loads(data)
-        except (ValueError, RecursionError) as exc:
-            raise SandboxError("garbage", f"a frame that is not JSON ({type(exc).__name__})") from None
+            with watchdog(timeout, lambda: (expired.append(1), self._kill())):
+                self.channel.send(header, arrays)
+        except Closed:
+            raise SandboxError("timeout" if expired else "ended",
+                               "the sandbox did not read its request in time" if expired else
+                               "the sandbox closed its channel") from None
+
+    def recv(self, timeout: float) -> Message:
+        """The next message (plain data only), within ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while not self.channel.poll(min(max(deadline - time.monotonic(), 0), 1.0)):
+            if time.monotonic() >= deadline:
+                raise SandboxError("timeout", "no answer in time")
+        expired = []
+        try:
+            with watchdog(max(deadline - time.monotonic(), 1.0), lambda: (expired.append(1), self._kill())):
+                return self.channel.recv()
+        except Closed:
+            raise SandboxError("timeout" if expired else "ended", "the sandbox ended") from None
+        except WireError as exc:
+            raise SandboxError("garbage", f"a message that breaks the protocol ({exc})") from None
 
     # ---- the verdict
     def close(self) -> list[dict]:
         """Kill everything the submission started; returns the processes of the sandbox
-        still found in /proc once its first process has been killed and reaped (none
-        with a PID namespace; any found are killed too)."""
+        still found once its first process has been killed and reaped (none with a PID
+        namespace; any found are killed too)."""
         if self.closed:
             return []
         self.closed = True
         if self.proc is not None:
             # Killing the first process of the PID namespace makes the kernel kill all the others;
-            # unshare reaps it once they are all gone, then exits: waiting for unshare is waiting
-            # for the whole namespace to be empty.
-            with contextlib.suppress(OSError):
-                os.kill(self.init_pid or self.proc.pid, signal.SIGKILL)
-            if self.isolation.mode == "none":
-                with contextlib.suppress(OSError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
+            # bwrap waits for it, then exits: waiting for bwrap is waiting for the namespace to be empty.
+            self._kill()
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -500,19 +509,13 @@ class Sandbox:
                     break
                 except OSError:
                     time.sleep(0.02)
-        for fd in (getattr(self, "_req", None), getattr(self, "_rep", None)):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        if self.channel is not None:
+            self.channel.close()
         if self._drain is not None:
             self._drain.join(timeout=5)
         if self.proc is not None and self.proc.stdout:
             self.proc.stdout.close()
-        with contextlib.suppress(OSError):
-            (self.staging / f"spec-{self.token}.json").unlink()
         shutil.rmtree(self.workdir, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            self.rootdir.rmdir()
         return found
 
 
@@ -524,41 +527,36 @@ def _read_pids(path: pathlib.Path) -> list[int]:
 
 
 def _processes_of_user() -> int:
-    uid, n = os.getuid(), 0
-    for d in pathlib.Path("/proc").iterdir():
-        if d.name.isdigit():
-            with contextlib.suppress(OSError):
-                n += d.stat().st_uid == uid
-    return n
+    uid = os.getuid()
+    return sum(1 for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid)
 
 
 def survivors(pidns: str | None, uid: int | None, token: str) -> list[dict]:
-    """Processes that belong to a sandbox, seen from /proc: in its PID namespace, owned
-    by its uid, or carrying its token in their environment."""
-    found = []
-    needle = f"ATTNLIB_SANDBOX={token}".encode()
+    """Processes that belong to a sandbox: in its PID namespace, owned by its uid, or
+    carrying its token in their environment (running ones: not zombies)."""
     with contextlib.suppress(OSError):
         if pidns is not None and pidns == os.readlink("/proc/self/ns/pid"):
             raise ValueError("survivors(): that is the grader's own PID namespace, not a sandbox's")
     if uid is not None and uid in (0, os.getuid()):
         raise ValueError(f"survivors(): uid {uid} is not a sandbox's own uid")
-    for d in pathlib.Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
+    found = []
+    needle = f"ATTNLIB_SANDBOX={token}"
+    for p in psutil.process_iter():
+        if p.pid == os.getpid():
             continue
-        why = None
         try:
-            if pidns and os.readlink(d / "ns" / "pid") == pidns:
+            why = None
+            if pidns and os.readlink(f"/proc/{p.pid}/ns/pid") == pidns:
                 why = "pid namespace"
-            elif uid is not None and d.stat().st_uid == uid:
+            elif uid is not None and p.uids().real == uid:
                 why = "uid"
-            elif needle in (d / "environ").read_bytes().split(b"\0"):
+            elif needle in (f"{k}={v}" for k, v in p.environ().items()):
                 why = "environment"
             if why:
-                state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                if state in ("Z", "X"):  # exited, waiting to be reaped: not running
+                state = p.status()
+                if state in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):  # exited, waiting to be reaped
                     continue
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")[:120]
-                found.append({"pid": int(d.name), "why": why, "state": state, "cmdline": cmd})
-        except OSError:
+                found.append({"pid": p.pid, "why": why, "state": state, "cmdline": " ".join(p.cmdline())[:120]})
+        except (psutil.Error, OSError):
             continue
     return found

@@ -107,6 +107,8 @@ def _unchecked(q, k, v, m, is_causal, scale):
         return None  # (a non-bool is_causal: attnlib's message)
     if q.ndim < 2 or k.ndim < 2 or k.shape[-2] == 0:  # S = 0: torch gets N... wrong
         return None
+    if not (q.is_floating_point() and k.is_floating_point()):
+        return None  # (complex, int, bool: attnlib's message names the argument)
     if m is not None:  # only a signature that passed the checks before, on a verified kernel
         if (type(m) is not type(q) or is_causal or not q.is_cpu or m.ndim < 2
                 or _signature(q, k, v, m) not in _CHECKED):
