@@ -73,10 +73,10 @@ _BUSY = ("import time,sys\nprint('go',flush=True)\nt=time.thread_time()\n"
 _SLEEPY = "import time\nprint('go',flush=True)\ntime.sleep({s})\nprint('done',flush=True)\ntime.sleep(30)\n"
 
 
-def _measure_on_a_crowded_cpu(code: str, limit: float) -> tuple[float, float, str | None]:
+def _measure_on_a_crowded_cpu(code: str, limit: float, burners: int = 2) -> tuple[float, float, str | None]:
     """(CPU time, clock time, what the rule says of ``limit`` at the end) of a child's
     measured part, on a crowded CPU."""
-    with crowded_cpu():
+    with crowded_cpu(burners):
         p = _child(code)
         try:
             assert p.stdout.readline().strip() == "go"
@@ -103,6 +103,16 @@ def test_a_waiting_process_is_stopped_by_the_clock_backstop():
     # sleeping uses no CPU, so its CPU time never reaches even 0.05 s; the clock's
     # backstop (3 x 0.05 + 2 = 2.15 s) stops it
     assert cpu < 0.05 and wall >= 2.5 and verdict == "timeout", (cpu, wall, verdict)
+
+
+@pinnable
+def test_a_starved_computing_process_is_not_stopped_by_the_backstop():
+    """Less than a third of a CPU (here a sixth): past the clock's backstop, but computing,
+    so it goes on; its CPU limit still bounds it (and the hard stop, 20x the limit)."""
+    cpu, wall, verdict = _measure_on_a_crowded_cpu(_BUSY.format(s=1.6), limit=2.0, burners=5)
+    assert wall > limits.backstop(2.0), f"the CPU was not crowded enough ({wall:.1f} s): the test proves nothing"
+    assert cpu < 2.0 and verdict is None, (cpu, wall, verdict)
+    assert wall < limits.hard_stop(2.0)
 
 
 # --------------------------------------------------------------------------- the checker

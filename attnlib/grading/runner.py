@@ -40,7 +40,7 @@ import signal
 import sys
 import time
 
-from attnlib.runtime.limits import backstop
+from attnlib.runtime.limits import WINDOW, Meter, backstop
 from attnlib.runtime.wire import Channel, Closed, Message, WireError
 
 PID = os.getpid()
@@ -52,7 +52,14 @@ class _CellTimeout(KeyboardInterrupt):
     pass
 
 
+_CELL: dict = {}  # the running cell's Meter and CPU limit (the clock's alarm asks the one rule)
+
+
 def _on_alarm(signum, frame):
+    meter = _CELL.get("meter")
+    if signum == signal.SIGALRM and meter is not None and meter.past(_CELL["limit"]) is None:
+        signal.setitimer(signal.ITIMER_REAL, WINDOW)  # past the backstop but computing (starved): look again
+        return
     raise _CellTimeout()
 
 
@@ -101,6 +108,7 @@ def _run_cell(shell, source: str, limit: float) -> tuple[str | None, bool]:
         try:
             # a cell may use `limit` CPU seconds (a busy machine does not shorten it), and the
             # clock's backstop on top (a cell that waits instead of computing)
+            _CELL.update(meter=Meter(os.getpid()), limit=limit)
             signal.setitimer(signal.ITIMER_PROF, limit)
             signal.setitimer(signal.ITIMER_REAL, backstop(limit))
             result = shell.run_cell(source, store_history=False, silent=True)
@@ -116,6 +124,7 @@ def _run_cell(shell, source: str, limit: float) -> tuple[str | None, bool]:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.setitimer(signal.ITIMER_PROF, 0)
+            _CELL.clear()
     finally:
         if os.getpid() != PID:  # a fork of this process ran the rest of the cell: it stops here
             os._exit(0)

@@ -6,7 +6,10 @@ two cores shared with six busy programs a call that needs 0.2 s of CPU takes 0.6
 on the clock, so a clock limit fails correct answers on a busy machine; its CPU time stays
 0.2 s. CPU time does not move while code waits (``time.sleep``, a lock, a blocked read),
 so the clock stops such a call too, at :func:`backstop` of the limit: three times the
-limit, plus two seconds.
+limit, plus two seconds. Past the backstop a call that is still *computing* (it got at
+least :data:`COMPUTING` of a CPU over the last second: it is starved, not waiting) goes on,
+up to :func:`hard_stop` (twenty times the limit, plus two seconds), so that a machine that
+gives a call less than a third of a CPU does not fail a correct answer either.
 
 Who applies it: the notebook checker and the grader's runner measure their worker's CPU
 time from outside (:class:`Meter`, psutil: Linux, macOS and Windows alike); the runner
@@ -19,16 +22,25 @@ import time
 
 import psutil
 
-__all__ = ["WALL_FACTOR", "backstop", "cpu_seconds", "Meter"]
+__all__ = ["WALL_FACTOR", "COMPUTING", "backstop", "hard_stop", "cpu_seconds", "Meter"]
 
-WALL_FACTOR = 3.0    # the clock stops a call at this many times its CPU limit, plus WALL_EXTRA
+WALL_FACTOR = 3.0    # the clock stops a waiting call at this many times its CPU limit, plus WALL_EXTRA
 WALL_EXTRA = 2.0
+HARD_FACTOR = 20.0   # ... and a starved, still computing one at this many times
+COMPUTING = 0.1      # the share of a CPU above which a call counts as computing
+WINDOW = 1.0         # seconds over which that share is measured
 
 
 def backstop(limit: float) -> float:
     """Clock seconds after which a call with a CPU ``limit`` is stopped anyway (it waits,
     or the machine gives it less than a third of a CPU)."""
     return WALL_FACTOR * limit + WALL_EXTRA
+
+
+def hard_stop(limit: float) -> float:
+    """Clock seconds after which a call is stopped even while it computes (a CPU shared
+    twenty ways, or a call that alternates waiting and computing)."""
+    return HARD_FACTOR * limit + WALL_EXTRA
 
 
 def _cpu(proc: psutil.Process) -> float | None:
@@ -62,6 +74,7 @@ class Meter:
             except (psutil.Error, OSError):
                 self.proc = None
         self.cpu0 = _cpu(self.proc) if self.proc is not None else None
+        self._samples = [(0.0, 0.0)]  # (clock, CPU) since the start: the share of a CPU it gets
 
     def wall(self) -> float:
         """Clock seconds so far."""
@@ -83,4 +96,23 @@ class Meter:
             return "cpu"
         if wall is None:
             wall = backstop(limit) if cpu is not None else limit
-        return "timeout" if self.wall() >= wall else None
+        now = self.wall()
+        if now < wall:
+            if cpu is not None:
+                self._note(now, cpu)
+            return None
+        if cpu is not None and now < max(hard_stop(limit), wall) and self._computing(now, cpu):
+            return None  # starved, not waiting: its CPU limit will stop it if it runs away
+        return "timeout"
+
+    def _note(self, now: float, cpu: float) -> None:
+        self._samples.append((now, cpu))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= WINDOW:
+            self._samples.pop(0)  # keep one sample at least WINDOW old
+
+    def _computing(self, now: float, cpu: float) -> bool:
+        """Whether the call got at least COMPUTING of a CPU over the last WINDOW seconds
+        (since the start, when it has not been watched that long)."""
+        self._note(now, cpu)
+        t, c = self._samples[0]
+        return now > t and (cpu - c) / (now - t) >= COMPUTING
