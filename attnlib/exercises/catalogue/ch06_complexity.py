@@ -305,10 +305,11 @@ def _tiled_memory_check(fn):
     L, S, E, B = _MEM_L, _MEM_S, _MEM_E, _MEM_BLOCK
     q, k, v = rng.standard_normal((L, E)), rng.standard_normal((S, E)), rng.standard_normal((S, E))
     allowed = _RUNTIME_SLACK + 8 * max(S * E, L * B) * 8  # a few float64 copies of k, v or score tiles
-    grew = _peak_growth(fn, q, k, v, B)
+    # noise (a page another thread's allocator kept) only adds to a peak: the least of two
+    grew = min(_peak_growth(fn, q, k, v, B) for _ in range(2))
     if grew <= allowed:
         return None
-    if _peak_growth(fn, q, k, v, B // 4) < grew / 2:  # memory follows block_size (x S)
+    if min(_peak_growth(fn, q, k, v, B // 4) for _ in range(2)) < grew / 2:  # memory follows block_size (x S)
         return "query_tiling"
     if grew >= L * S * 8 / 2:
         return "full_score_matrix"
