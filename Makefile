@@ -208,7 +208,7 @@ notebooks: venv
 
 # The Chinese notebooks: zh/chapters/*.ipynb written from the chapters and the catalogues
 # (tools/zh_notebooks.py; it fails on a text without a translation), then executed with
-# ATTNLIB_LANG=zh, one at a time (chapter 7 trains: up to ~2 min)
+# ATTNLIB_LANG=zh, one at a time (chapter 9 trains: up to ~2 min)
 notebooks-zh: venv fonts
 	$(BIN)/python tools/zh_notebooks.py
 	ATTNLIB_LANG=zh ATTNLIB_I18N_STRICT=1 $(BIN)/python tools/run_notebooks.py --max-seconds 180 zh/chapters/*.ipynb

@@ -20,11 +20,11 @@ The package's folders are its layers; each imports only the layers above it in t
 ``i18n``        the language of what attnlib shows, and its message catalogues
 ``kernels``     attention itself: softmax, masks, attention, multi-head, RoPE, and the
                 exact or approximate variants (flash, sparse, linear, performer, ring)
-``models``      the Transformer block (chapter 5) and the small GPT (chapters 7 and 8)
+``models``      the Transformer block (chapter 6) and the small GPT (chapters 9 and 10)
 ``instruments`` the chapters' measuring helpers, imported by name, not re-exported:
                 ``from attnlib.instruments import motivation as mo`` (chapter 1),
-                ``scaling`` (3), ``complexity`` (6), ``train`` (7), ``inference`` and
-                ``positions`` (8)
+                ``scaling`` (3), ``complexity`` (7 and 8), ``train`` (9), ``inference``
+                and ``positions`` (10)
 ``ui``          plots, explorers, quizzes and diagrams
 ``exercises``   the checker, its data model, each chapter's catalogue of exercises and
                 the process that runs a learner's code

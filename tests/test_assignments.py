@@ -152,14 +152,14 @@ def test_chinese_assignment_code_says_everything_in_chinese(built, stem):
 
 
 def test_a_question_whose_summary_asks_keeps_the_question(built):
-    nb, _ = built["08_inference", "en"]
+    nb, _ = built["10_inference", "en"]
     text = _text(nb)
     assert "**Question.** why may a decoder keep the keys of earlier tokens, but an encoder may not?" in text
     assert "In a decoder every layer is causal" not in text
 
 
 def test_a_cell_that_uses_a_solution_goes_with_it(built):
-    nb, report = built["06_complexity", "en"]
+    nb, report = built["08_long_sequences", "en"]
     assert report["dependent"] == 1
     assert "linear_attention_step_solution" not in _text(nb)
 

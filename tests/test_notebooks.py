@@ -30,6 +30,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOC = (ROOT / "_toc.yml").read_text()
 CHAPTERS = sorted(pathlib.Path(os.environ.get("ATTNLIB_CHAPTERS", ROOT / "chapters")).glob("*.ipynb"))
 sys.path.insert(0, str(ROOT / "tools"))
+import chapter_time  # noqa: E402  (tools/chapter_time.py: the measure of a chapter's length)
 import setup_cell  # noqa: E402  (tools/setup_cell.py: the template of the first cell)
 
 
@@ -55,12 +56,94 @@ def _code(path):
 
 def test_chapters_are_numbered_in_order_and_all_in_the_toc():
     stems = [p.stem for p in CHAPTERS]
-    assert stems[:6] == ["01_motivation", "02_qkv", "03_scaling", "04_masking", "05_multihead", "06_complexity"]
+    assert stems[:8] == ["01_motivation", "02_qkv", "03_scaling", "04_masking", "05_multihead", "06_transformer_block",
+                          "07_cost", "08_long_sequences"]
     assert [int(s[:2]) for s in stems] == list(range(1, len(stems) + 1)), f"chapters are not numbered 1..n: {stems}"
     missing = [s for s in stems if f"chapters/{s}" not in TOC]
     assert not missing, f"chapters missing from _toc.yml: {missing}"
     positions = [TOC.index(f"chapters/{s}") for s in stems]
     assert positions == sorted(positions)
+
+
+# ------------------------------------------------------------------ one sitting (issue 31)
+
+# Chapters still longer than one sitting by the measure (tools/chapter_time.py), each with
+# what phase 2 of issue 31 does to it. Their test is an expected failure, strictly: once a
+# chapter fits, its test passes, xfail(strict) turns that into a failure, and the chapter
+# must be deleted from this list.
+OVER_ONE_SITTING = {
+    "01_motivation": "phase 2: the checks of the RNN, CNN and soft-lookup sections into evidence blocks (89 min)",
+    "02_qkv": "phase 2: evidence blocks; exercise 2's mask moves after chapter 4 (99 min)",
+    "03_scaling": "the worked example of evidence blocks (82 min)",
+    "04_masking": "phase 2: evidence blocks for the no-peeking, padding and fp16 checks (82 min)",
+    "05_multihead": "phase 2: evidence blocks for the cost and the PyTorch comparison (80 min)",
+    "09_learning": "phase 2: too long for evidence blocks alone (118 min): split in two, the claims trained "
+                   "(scale, LN, positions) a chapter of their own; the seed batching into attnlib",
+    "10_inference": "phase 2: too long for evidence blocks alone (141 min): split in two, MQA/GQA, RoPE and "
+                    "cross-attention a chapter of their own",
+}
+
+
+def _sitting(path):
+    reason = OVER_ONE_SITTING.get(path.stem)
+    return pytest.param(path, id=path.stem, marks=[pytest.mark.xfail(strict=True, reason=reason)] if reason else [])
+
+
+@pytest.mark.parametrize("path", [_sitting(p) for p in CHAPTERS])
+def test_chapter_fits_one_sitting(path):
+    m = chapter_time.measure_path(path)
+    terms = ", ".join(f"{k} {v:.0f}" for k, v in m.terms.items())
+    print(f"{path.stem}: {m.minutes:.0f} min ({terms})")
+    assert m.minutes <= chapter_time.LIMIT, (
+        f"{path.name} takes {m.minutes:.0f} minutes by the course's measure ({terms}; tools/chapter_time.py), "
+        f"more than one sitting ({chapter_time.LIMIT} min): move checks into collapsed evidence blocks "
+        "(CONTRIBUTING.md), cut, or split the chapter")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_states_its_time_and_prerequisites(path):
+    """Under its title a chapter says how long it takes (the measure, rounded to 5 minutes)
+    and which earlier chapters it needs, as links."""
+    nb = json.loads(path.read_text())
+    first = _src(next(c for c in nb["cells"] if c["cell_type"] == "markdown"))
+    m = re.search(r"^\*\*Time:\*\* about (\d+) minutes · \*\*Prerequisites:\*\* (.+)$", first, re.M)
+    assert m, (f"{path.name}: the first cell must say, under the title, '**Time:** about N minutes · "
+               "**Prerequisites:** [chapter 2](02_qkv.ipynb) (what it gives), ...' (CONTRIBUTING.md)")
+    measure = chapter_time.measure(nb)
+    assert int(m.group(1)) == measure.stated, (
+        f"{path.name} states {m.group(1)} minutes but measures {measure.minutes:.1f} "
+        f"(stated: {measure.stated}); run `python tools/chapter_time.py --write {path.relative_to(ROOT)}`, "
+        "then `python tools/zh_notebooks.py`")
+    number = int(path.stem[:2])
+    needed = re.findall(r"\]\((\d\d)_(\w+)\.ipynb\)", m.group(2))
+    assert needed or number == 1, f"{path.name}: name the earlier chapters it needs, as links"
+    for nn, name in needed:
+        assert int(nn) < number and (path.parent / f"{nn}_{name}.ipynb").exists(), (
+            f"{path.name}: prerequisite {nn}_{name}.ipynb is not an earlier chapter")
+
+
+def test_the_measure_counts_what_a_learner_reads():
+    """tools/chapter_time.py on a made-up chapter: a title and 200 words, a displayed formula, two
+    visible code cells printing 12 lines, an exercise and a quiz, and what starts collapsed
+    (a hidden answer, an evidence block) not counted."""
+    def cell(kind, src, tags=(), lines=0):
+        c = {"cell_type": kind, "metadata": {"tags": list(tags)}, "source": src}
+        if kind == "code":
+            c["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x\n" * lines}] if lines else []
+        return c
+
+    words = " ".join(["word"] * 200)
+    nb = {"cells": [cell("markdown", f"# T\n\n{words}\n\n$$a = b$$\n\n<details>\n<summary>Answer</summary>\n\n"
+                                     + " ".join(["hidden"] * 500) + "\n\n</details>"),
+                    cell("code", "x = 1\nprint(x)", lines=5), cell("code", "print(x)", lines=7),
+                    cell("code", "print(x)", tags=["evidence"], lines=40),
+                    cell("code", 'def f():\n    raise NotImplementedError\n\nal.exercises.check("f", f)'),
+                    cell("code", 'al.quiz.question("?", [("a", True, "b")])')]}
+    m = chapter_time.measure(nb)
+    assert (m.words, m.display_math, m.code_cells, m.printed_lines, m.exercises, m.quizzes) == (201, 1, 2, 12, 1, 1)
+    want = (201 / chapter_time.WORDS_PER_MINUTE + chapter_time.DISPLAY_MATH_MINUTES + 2 * chapter_time.CODE_CELL_MINUTES
+            + 12 * chapter_time.PRINTED_LINE_MINUTES + chapter_time.EXERCISE_MINUTES + chapter_time.QUIZ_MINUTES)
+    assert abs(m.minutes - want) < 1e-9 and m.stated == 5 * round(want / 5)
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)

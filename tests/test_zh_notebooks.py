@@ -11,6 +11,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+import chapter_time  # noqa: E402
 import zh_notebooks  # noqa: E402
 
 CHAPTERS = [p.name for p in zh_notebooks.chapter_paths()]
@@ -113,3 +114,13 @@ def test_mistakes_are_listed_in_the_current_language():
         al.set_language(before)
     with pytest.raises(KeyError, match="tiled_attention"):
         al.exercises.mistakes("tiled_attention_typo")
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chinese_chapter_states_the_same_time(name):
+    """The time stated under the title (tools/chapter_time.py) is the English chapter's, in
+    the Chinese notebook too: --write changes both the chapter and its catalogue entry."""
+    en = chapter_time.stated(json.loads((zh_notebooks.CHAPTERS / name).read_text(encoding="utf-8")))
+    zh = chapter_time.stated(_zh(name), chapter_time.STATED_ZH)
+    assert zh == en, (f"zh/chapters/{name} states {zh} minutes, the English chapter {en}: run "
+                      "`python tools/chapter_time.py --write`, then `python tools/zh_notebooks.py`")

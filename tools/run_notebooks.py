@@ -51,6 +51,7 @@ def clean(nb: nbformat.NotebookNode) -> None:
 
 def run(path: pathlib.Path, timeout: int) -> tuple[float, int]:
     nb = nbformat.read(path, as_version=4)
+    nb.metadata.pop("widgets", None)  # a fresh run stores its own (none, when no explorer is left)
     t0 = time.perf_counter()
     NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()

@@ -1,4 +1,4 @@
-"""Exercises of chapter 08 (attention at inference): ``lower_right_causal_mask``,
+"""Exercises of chapter 10 (attention at inference): ``lower_right_causal_mask``,
 ``repeat_kv``, ``apply_rope`` and ``decode_step``.
 
 Conventions (those of the chapter and of attnlib): a bool mask is True where a query may
@@ -45,7 +45,7 @@ def _lr_cases(rng):
 
 register(Exercise(
     name="lower_right_causal_mask",
-    chapter="08_inference",
+    chapter="10_inference",
     prompt="Return the (L, S) bool causal mask aligned to the lower right: the L queries are the "
            "last L of S positions, and each may attend to every key up to and including its own "
            "position.",
@@ -148,7 +148,7 @@ def _repeat_cases(rng):
 
 register(Exercise(
     name="repeat_kv",
-    chapter="08_inference",
+    chapter="10_inference",
     prompt="Repeat each of the h_kv key/value heads n_rep times, the copies of a head next to each "
            "other: (N, h_kv, S, d) -> (N, h_kv * n_rep, S, d), head m becoming heads "
            "m*n_rep ... (m+1)*n_rep - 1.",
@@ -246,7 +246,7 @@ def _rope_cases(rng):
 
 register(Exercise(
     name="apply_rope",
-    chapter="08_inference",
+    chapter="10_inference",
     prompt="Rotary position embedding, half-split convention: for x of shape (..., L, d), rotate the "
            "pair (x_i, x_{i+d/2}) of row l by the angle positions[l] * base**(-2i/d).",
     stub='''def apply_rope(x, positions, base=10000.0):
@@ -402,7 +402,7 @@ def _decode_cases(rng):
 
 register(Exercise(
     name="decode_step",
-    chapter="08_inference",
+    chapter="10_inference",
     prompt="One step of decoding with a key/value cache: append the new token's key and value to the "
            "cache, then attend its query to every cached position, its own included.",
     stub='''def decode_step(q, k, v, k_cache, v_cache):

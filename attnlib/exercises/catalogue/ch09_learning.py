@@ -1,4 +1,4 @@
-"""Exercises of chapter 07 (watch attention learn): ``prev_token_score``,
+"""Exercises of chapter 09 (watch attention learn): ``prev_token_score``,
 ``induction_score``, ``repeat_loss`` and ``ablate_head``.
 
 Conventions (those of the chapter and of :mod:`attnlib.instruments.train`): attention weights are
@@ -87,7 +87,7 @@ def _prev_cases(rng):
 
 register(Exercise(
     name="prev_token_score",
-    chapter="07_learning",
+    chapter="09_learning",
     prompt="Return the mean attention weight from query i to key i - 1 over i = 1 ... L - 1: how much a "
            "head looks at the previous token. weights is a NumPy array (..., L, L), rows are queries; "
            "return (...).",
@@ -172,7 +172,7 @@ def _ind_cases(rng):
 
 register(Exercise(
     name="induction_score",
-    chapter="07_learning",
+    chapter="09_learning",
     prompt="On a sequence whose block of `period` tokens repeats, return the mean weight from query i to key "
            "i - period + 1 (the token after the previous occurrence of the current token) over "
            "i = period ... L - 1. weights is a NumPy array (..., L, L); return (...).",
@@ -286,7 +286,7 @@ def _repeat_cases(rng):
 
 register(Exercise(
     name="repeat_loss",
-    chapter="07_learning",
+    chapter="09_learning",
     prompt="Given next-token logits (N, L - 1, V) for the inputs seq[:, :-1] of repeated sequences seq (N, L) "
            "with block length `period`, return the mean cross-entropy (nats) over the predictions of "
            "tokens that already appeared one period earlier.",
@@ -430,7 +430,7 @@ def _ablate_cases(rng):
 
 register(Exercise(
     name="ablate_head",
-    chapter="07_learning",
+    chapter="09_learning",
     prompt="Return the output of a multi-head attention layer with one head switched off (its output "
            "replaced by zeros before the heads are joined and multiplied by W_O), from the per-head "
            "outputs heads (N, h, L, d_head) and w_o (h * d_head, d_model).",
