@@ -3,7 +3,9 @@
 
 These protect what a teacher relies on: every chapter is stored executed top to bottom
 (nbval compares nothing in a cell stored without output), ends with self-test exercises
-whose stubs report "not attempted" and whose hidden solutions pass under their own name,
+whose stubs report "not attempted" and link to their solutions, which live in a notebook of
+their own (solutions/NN_x.ipynb, executed and checked like a chapter) and pass under their
+own name,
 hides quiz answers on the site, ignores output only where a timing or memory number makes
 it vary, and stays small. And what a learner relies on wherever the notebook is opened
 (JupyterLab, Colab, Binder, JupyterHub): no markup that only the website renders, no
@@ -29,6 +31,12 @@ import attnlib as al
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOC = (ROOT / "_toc.yml").read_text()
 CHAPTERS = sorted(pathlib.Path(os.environ.get("ATTNLIB_CHAPTERS", ROOT / "chapters")).glob("*.ipynb"))
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))   # each chapter's solutions, a notebook of their own
+NOTEBOOKS = CHAPTERS + SOLUTIONS   # what every notebook of the course obeys
+
+
+def _nb_id(path) -> str:
+    return f"{path.parent.name}/{path.stem}"
 sys.path.insert(0, str(ROOT / "tools"))
 import chapter_time  # noqa: E402  (tools/chapter_time.py: the measure of a chapter's length)
 import setup_cell  # noqa: E402  (tools/setup_cell.py: the template of the first cell)
@@ -72,14 +80,14 @@ def test_chapters_are_numbered_in_order_and_all_in_the_toc():
 # chapter fits, its test passes, xfail(strict) turns that into a failure, and the chapter
 # must be deleted from this list.
 OVER_ONE_SITTING = {
-    "01_motivation": "phase 2: the checks of the RNN, CNN and soft-lookup sections into evidence blocks (89 min)",
-    "02_qkv": "phase 2: evidence blocks; exercise 2's mask moves after chapter 4 (99 min)",
-    "03_scaling": "the worked example of evidence blocks (82 min)",
-    "04_masking": "phase 2: evidence blocks for the no-peeking, padding and fp16 checks (82 min)",
-    "05_multihead": "phase 2: evidence blocks for the cost and the PyTorch comparison (80 min)",
-    "09_learning": "phase 2: too long for evidence blocks alone (118 min): split in two, the claims trained "
+    "01_motivation": "phase 2: the checks of the RNN, CNN and soft-lookup sections into evidence blocks (86 min)",
+    "02_qkv": "phase 2: evidence blocks; exercise 2's mask moves after chapter 4 (95 min)",
+    "03_scaling": "the worked example of evidence blocks (78 min)",
+    "04_masking": "phase 2: evidence blocks for the no-peeking, padding and fp16 checks (79 min)",
+    "05_multihead": "phase 2: evidence blocks for the cost and the PyTorch comparison (76 min)",
+    "09_learning": "phase 2: too long for evidence blocks alone (113 min): split in two, the claims trained "
                    "(scale, LN, positions) a chapter of their own; the seed batching into attnlib",
-    "10_inference": "phase 2: too long for evidence blocks alone (141 min): split in two, MQA/GQA, RoPE and "
+    "10_inference": "phase 2: too long for evidence blocks alone (135 min): split in two, MQA/GQA, RoPE and "
                     "cross-attention a chapter of their own",
 }
 
@@ -169,7 +177,7 @@ def test_chapter_is_stored_executed_top_to_bottom(path):
     assert not errors, f"{path.name}: a cell stored an error: {errors[0].get('ename')}"
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_chapter_is_small_and_its_metadata_clean(path):
     assert path.stat().st_size < 1_000_000, f"{path.name} is {path.stat().st_size / 1e6:.2f} MB"
     nb = json.loads(path.read_text())
@@ -178,7 +186,7 @@ def test_chapter_is_small_and_its_metadata_clean(path):
         assert "execution" not in c.get("metadata", {}), f"{path.name}: timing metadata left in a cell"
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_first_code_cell_is_the_setup_cell(path):
     first = _src(_code(path)[0])
     block, rest = setup_cell.split_setup(first)
@@ -206,13 +214,10 @@ def test_setup_lines_install_the_published_repository_at_the_courses_version():
     compile(lines, "setup", "exec")  # plain Python: runs in any kernel and parses with ast
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_imports_live_in_the_first_code_cell(path):
     code = _code(path)
     for c in code[1:]:
-        tags = c.get("metadata", {}).get("tags", [])
-        if "hide-input" in tags:  # a hidden solution may show another style (torch, einsum)
-            continue
         bad = re.findall(r"^(?:import|from) \S+", _src(c), re.M)
         assert not bad, (f"{path.name}: import outside the first cell: {bad} in\n{_src(c)[:200]}\n"
                          "Move it to the first code cell, below the setup lines.")
@@ -241,7 +246,7 @@ MYST_ONLY = [
 ]
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_markdown_renders_outside_the_book(path):
     problems = []
     for c in _cells(path):
@@ -257,7 +262,7 @@ def test_markdown_renders_outside_the_book(path):
                           "(Colab and JupyterLab show it raw; see CONTRIBUTING.md):\n" + "\n".join(problems[:12]))
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_details_blocks_parse_their_markdown(path):
     for c in _cells(path):
         src = _src(c)
@@ -279,7 +284,7 @@ def test_details_blocks_parse_their_markdown(path):
 BIB_KEYS = set(re.findall(r"^@\w+\{([^,\s]+),", (ROOT / "references.bib").read_text(), re.M))
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_citation_links_name_a_bibtex_key(path):
     for c in _cells(path):
         if c["cell_type"] != "markdown":
@@ -293,7 +298,7 @@ def test_citation_links_name_a_bibtex_key(path):
                 "(add the paper to references.bib if it is missing)")
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_explorers_are_stored_with_a_still_picture(path):
     from attnlib.ui.widgets import RUN_HINT, WIDGET_VIEW
 
@@ -317,7 +322,7 @@ TIMING_OR_MEMORY = re.compile(
     r"max_memory_allocated|memory_allocated|saved_tensors_hooks|benchmark|elapsed|seconds|timing")
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_no_visible_nbval_comment(path):
     for c in _code(path):
         found = re.findall(r"#\s*NBVAL_\w+", _src(c))
@@ -329,7 +334,7 @@ def test_no_visible_nbval_comment(path):
                 "metadata \"tags\" list (JupyterLab: property inspector, Cell Tags).")
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_output_is_ignored_only_for_timing_or_memory(path):
     for c in _code(path):
         tags = c.get("metadata", {}).get("tags", [])
@@ -362,7 +367,7 @@ def _python(src: str) -> str:
     return TransformerManager().transform_cell(src)
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_no_assert_compares_literals(path):
     for c in _code(path):
         for node in ast.walk(ast.parse(_python(_src(c)))):
@@ -405,21 +410,27 @@ def _defines(src: str, name: str) -> bool:
     return bool(re.search(rf"^\s*(?:def {name}\s*\(|{name}\s*=[^=])", src, re.M))
 
 
+SOLUTION_LINK = re.compile(r"\]\(\.\./solutions/(\d\d_\w+)\.ipynb\)")
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
-def test_each_exercise_has_a_stub_and_a_hidden_solution_under_its_own_name(path):
-    code = _code(path)
+def test_each_exercise_has_a_stub_and_a_link_to_its_solution(path):
+    """A learner's notebook holds no solution: each exercise is a stub under its own name,
+    whose stored verdict says "not attempted", followed by a paragraph that links to the
+    chapter's solutions notebook; no cell defines or checks a solution."""
+    cells = _cells(path)
     names = set()
-    for i, c in enumerate(code):
+    for i, c in enumerate(cells):
         src = _src(c)
+        if c["cell_type"] != "code":
+            continue
+        assert "check_solution(" not in src and not re.search(r"\b\w+_solution\b", src), (
+            f"{path.name}, {_where(path, i)}: a chapter holds no solution (not even a hidden one, which Jupyter "
+            f"and Colab show a learner scrolling past): move it to solutions/{path.name} (CONTRIBUTING.md)")
         for name, arg in re.findall(r'al\.exercises\.check\(\s*["\'](\w+)["\']\s*,\s*([\w.]+)', src):
-            assert arg != f"{name}_solution", (
-                f"{path.name}: `al.exercises.check({name!r}, {arg})` checks the solution as if it were the "
-                f"learner's answer; write `al.exercises.check_solution({name!r}, {name}_solution)`")
             assert "NotImplementedError" in src, (
                 f"{path.name}: a cell calls `al.exercises.check({name!r}, {arg})` but is not a stub (no "
-                "`raise NotImplementedError`). If it is the solution, name the function "
-                f"`{name}_solution` and call `al.exercises.check_solution({name!r}, {name}_solution)`, so "
-                "running it does not replace the learner's function.")
+                "`raise NotImplementedError`); the course's solutions are in solutions/, checked with check_solution")
             names.add(name)
             assert name in al.exercises.EXERCISES, f"{path.name}: unknown exercise {name!r}"
             assert arg == name and _defines(src, name), (
@@ -429,31 +440,52 @@ def test_each_exercise_has_a_stub_and_a_hidden_solution_under_its_own_name(path)
             assert "not attempted" in said and "passed" not in said, (
                 f"{path.name}: the stored verdict of the stub {name!r} must say 'not attempted' (and not "
                 f"'passed'); it says {said.strip()[:160]!r}. Re-run the chapter with tools/run_notebooks.py")
-            sol = code[i + 1] if i + 1 < len(code) else None
-            sol_src = _src(sol) if sol else ""
-            assert re.search(rf'al\.exercises\.check_solution\(\s*["\']{name}["\']\s*,\s*{name}_solution\s*\)',
-                             sol_src), (
-                f"{path.name}: the code cell right after the stub of {name!r} must be its solution: "
-                f'`def {name}_solution(...)` ending with `al.exercises.check_solution("{name}", {name}_solution)`')
-            assert _defines(sol_src, f"{name}_solution"), (
-                f"{path.name}: the solution cell of {name!r} calls check_solution but does not define "
-                f"`def {name}_solution(...)`")
-            clobbered = [n for n in al.exercises.EXERCISES if _defines(sol_src, n)]
-            assert not clobbered, (
-                f"{path.name}: the solution cell of {name!r} (re)defines {clobbered}, the learner's "
-                f"function; rename it with the suffix _solution ({clobbered[0]}_solution)")
-            meta = sol.get("metadata", {})
-            assert "hide-input" in meta.get("tags", []), (
-                f"{path.name}: the solution of {name!r} is not hidden on the site: add the tag 'hide-input'")
-            assert meta.get("jupyter", {}).get("source_hidden"), (
-                f"{path.name}: the solution of {name!r} is not collapsed in JupyterLab: set "
-                '"jupyter": {"source_hidden": true} in its cell metadata')
-            verdict = _outputs_text(sol)
-            assert re.search(rf"✓ {name}: the course's solution passed", verdict), (
-                f"{path.name}: the stored verdict of the solution of {name!r} must read "
-                f"\"✓ {name}: the course's solution passed ...\" (check_solution's verdict); it says "
-                f"{verdict.strip()[:160]!r}. Re-run the chapter with tools/run_notebooks.py")
+            after = cells[i + 1] if i + 1 < len(cells) else {"cell_type": "none", "source": ""}
+            link = SOLUTION_LINK.search(_src(after)) if after["cell_type"] == "markdown" else None
+            assert link and link.group(1) == path.stem, (
+                f"{path.name}: the cell after the stub of {name!r} must be a paragraph linking to its solution, "
+                f"[a page of its own](../solutions/{path.stem}.ipynb)")
     assert names, f"{path.name}: no exercise stubs found"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_the_solutions_notebook_checks_every_exercise_of_its_chapter(path):
+    """solutions/NN_x.ipynb: the setup cell, then for each exercise of the chapter a
+    heading and the solution under its own name (`name_solution`, never the learner's
+    name), checked by check_solution, whose stored verdict says it is the course's solution;
+    stored executed top to bottom like a chapter, and on the site."""
+    sol = ROOT / "solutions" / path.name
+    assert sol.exists(), f"{path.name} has no solutions notebook solutions/{path.name}"
+    assert f"solutions/{path.stem}" in TOC, f"solutions/{path.stem} is not in _toc.yml"
+    code = _code(sol)
+    counts = [c.get("execution_count") for c in code]
+    assert counts == list(range(1, len(code) + 1)), (
+        f"solutions/{path.name}: execution counts {counts} are not 1, 2, 3, ...: run tools/run_notebooks.py on it")
+    silent = [i for i, c in enumerate(code[1:], 1) if not c.get("outputs")]
+    assert not silent, f"solutions/{path.name}: code cells {silent} store no output; nbval would compare nothing there"
+    wanted = [n for n, ex in al.exercises.EXERCISES.items() if ex.chapter == path.stem]
+    found = []
+    for c in code:
+        src = _src(c)
+        for name in re.findall(r'al\.exercises\.check_solution\(\s*["\'](\w+)["\']\s*,\s*(?:\w+)_solution\s*\)', src):
+            found.append(name)
+            assert _defines(src, f"{name}_solution"), f"solutions/{path.name}: {name}: no `def {name}_solution(...)`"
+            clobbered = [n for n in al.exercises.EXERCISES if _defines(src, n)]
+            assert not clobbered, (f"solutions/{path.name}: the solution of {name!r} (re)defines {clobbered}, a "
+                                   f"learner's function; name it {clobbered[0]}_solution")
+            verdict = _outputs_text(c)
+            assert re.search(rf"✓ {name}: the course's solution passed", verdict), (
+                f"solutions/{path.name}: the stored verdict of {name!r} must read \"✓ {name}: the course's solution "
+                f"passed ...\"; it says {verdict.strip()[:160]!r}. Run tools/run_notebooks.py on it")
+        assert not re.search(r"al\.exercises\.check\(", src), (
+            f"solutions/{path.name}: a solution is checked with check_solution, never check (whose verdict "
+            "would pose as a learner's pass)")
+    assert sorted(found) == sorted(wanted), (
+        f"solutions/{path.name} checks {sorted(found)}; the chapter's exercises are {sorted(wanted)}")
+
+
+def test_every_solutions_notebook_belongs_to_a_chapter():
+    assert [p.name for p in SOLUTIONS] == [p.name for p in CHAPTERS]
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
@@ -661,7 +693,7 @@ def rounding_noise(stem: str, text: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_no_output_prints_rounding_noise(path):
     problems = []
     for i, c in enumerate(_cells(path)):

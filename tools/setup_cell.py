@@ -1,6 +1,6 @@
 """Write (or refresh) the setup lines at the top of every chapter's first code cell.
 
-    python tools/setup_cell.py                  # every chapter in chapters/
+    python tools/setup_cell.py                  # every chapter in chapters/ and solutions/
     python tools/setup_cell.py chapters/02_qkv.ipynb
     python tools/setup_cell.py --check          # exit 1 (and say which) if any is stale
 
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("notebooks", nargs="*", type=pathlib.Path)
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a chapter is stale")
     a = ap.parse_args(argv)
-    paths = a.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    paths = a.notebooks or sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb"))
     stale = [p for p in paths if refresh(p, check=a.check)]
     for p in stale:
         print(f"{p}: {'setup lines missing or stale' if a.check else 'setup lines written'}")
