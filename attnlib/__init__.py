@@ -11,7 +11,8 @@ Shape symbols used in every docstring and shape comment::
     d_model  model width; d_head = d_model / h
 
 The names below are the public API (``al.softmax``, ``al.flash_attention``, ...) and the
-submodules every chapter uses (``al.exercises``, ``al.quiz``, ``al.widgets``, ``al.plots``).
+submodules every chapter uses (``al.exercises``, ``al.quiz``, ``al.widgets``, ``al.plots``), with
+``al.evidence`` (a collapsed block of per-seed tables and checks, :mod:`attnlib.ui.evidence`).
 
 The package's folders are its layers; each imports only the layers above it in this list
 (``tests/test_layout.py`` fails on an import cycle or an import the wrong way):
@@ -43,6 +44,7 @@ from .kernels import (apply_rope, attention_state, causal_mask, default_device, 
                       scaled_dot_product_attention, shard_bounds, shard_parts, sliding_window_attention,
                       sliding_window_mask, sliding_window_pairs, softmax, to_device)
 from .ui import plots, quiz, widgets
+from .ui.evidence import evidence
 
 __all__ = [
     "softmax", "masked_softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
@@ -52,7 +54,7 @@ __all__ = [
     "linear_attention", "elu_feature_map",
     "ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds",
     "random_feature_attention", "performer_feature_map", "random_projection", "shard_parts",
-    "exercises", "quiz", "widgets", "plots", "assignments", "set_language", "get_language", "tr",
+    "exercises", "quiz", "widgets", "plots", "evidence", "assignments", "set_language", "get_language", "tr",
 ]
 
 

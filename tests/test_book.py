@@ -559,3 +559,30 @@ def test_chinese_pages_print_and_comment_in_chinese(pages):
         left += [f"{name} {kind}: {line.strip()[:120]}" for kind, line in lines
                  if line.strip() and zh_notebooks.english_words(html.unescape(line.lstrip("# ")), known)]
     assert not left, f"{len(left)} lines with English on the Chinese pages:\n" + "\n".join(left[:40])
+
+
+def test_evidence_blocks_are_collapsed_on_the_site(pages):
+    """Each evidence cell of a chapter (``with al.evidence(...)``) is built, in both editions,
+    as a cell whose code is behind the hide-input toggle and whose output is one closed
+    <details class="attnlib-evidence"> (CONTRIBUTING.md, "Evidence blocks")."""
+    checked, wrong = 0, []
+    for nb_path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        cells = json.loads(nb_path.read_text(encoding="utf-8"))["cells"]
+        wanted = sum("al.evidence(" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        if not wanted:
+            continue
+        for prefix in ("", ZH):
+            name = f"{prefix}chapters/{nb_path.stem}.html"
+            if name not in pages:
+                wrong.append(f"{name} was not built")
+                continue
+            text = (SITE / name).read_text(encoding="utf-8")
+            cells_html = re.findall(r'<div class="cell [^"]*\btag_evidence\b[^"]*"', text)
+            elements = re.findall(r'<details class="attnlib-evidence"[^>]*>', text)
+            if len(cells_html) != wanted or not all("tag_hide-input" in c for c in cells_html):
+                wrong.append(f"{name}: {len(cells_html)} evidence cells behind hide-input, the notebook has {wanted}")
+            if len(elements) != wanted or any(" open" in e for e in elements):
+                wrong.append(f"{name}: {len(elements)} closed evidence elements, the notebook has {wanted}")
+            checked += 1
+    assert checked, "no chapter has an evidence block (chapters/03_scaling.ipynb should)"
+    assert not wrong, "\n".join(wrong)

@@ -82,7 +82,6 @@ def test_chapters_are_numbered_in_order_and_all_in_the_toc():
 OVER_ONE_SITTING = {
     "01_motivation": "phase 2: the checks of the RNN, CNN and soft-lookup sections into evidence blocks (86 min)",
     "02_qkv": "phase 2: evidence blocks; exercise 2's mask moves after chapter 4 (95 min)",
-    "03_scaling": "the worked example of evidence blocks (78 min)",
     "04_masking": "phase 2: evidence blocks for the no-peeking, padding and fp16 checks (79 min)",
     "05_multihead": "phase 2: evidence blocks for the cost and the PyTorch comparison (76 min)",
     "09_learning": "phase 2: too long for evidence blocks alone (113 min): split in two, the claims trained "
@@ -742,3 +741,117 @@ def test_setup_cell_tool_keeps_the_chapters_own_code_and_is_idempotent(tmp_path)
     stale = setup_cell.with_setup(own, req="attnlib @ git+https://example.org/old@v0.0.1")
     assert setup_cell.split_setup(stale)[1] == own
     assert setup_cell.with_setup(stale) == first
+
+
+# ------------------------------------------------------------------ evidence blocks (issue 31)
+
+# What a check line is: a line that reports how a claim was checked rather than what was
+# found: a True/False verdict, an asserted bound ("below 1e-12"), a per-seed line or a range
+# over seeds ("0.96 to 1.04"), or progress ("seed 3 done", "tracing ... ..."). A chapter
+# shows its findings; its check lines belong in collapsed evidence blocks (CONTRIBUTING.md).
+CHECK_VERDICT = re.compile(r"(?::|\?|\bis|\bare|\bequal|\bexact\w*|\bsame)\s*(?:True|False)\b"
+                           r"|\b(?:True|False)\s*[.;,)]?\s*$")
+CHECK_BOUND = re.compile(r"(?:<=?|≤|\bbelow|\bunder|\bwithin|\bat most|\bless than)\s*\(?\s*\d+(?:\.\d+)?e[-−]\d+", re.I)
+CHECK_PER_SEED = re.compile(r"\bseeds? \d+\b", re.I)
+CHECK_RANGE = re.compile(r"(?<![\w.])[-−]?\d+(?:\.\d+)?(?:e[-−]?\d+)?%?(?:\s+to\s+|\s*–\s*)[-−]?\d")
+CHECK_PROGRESS = re.compile(r"(?:\.\.\.|…)\s*$|\bdone\b\s*$|^\s*(?:step|epoch)\s+\d+\b", re.I)
+CHECK_LINE_SHARE = 0.10   # at most this share of the lines a chapter prints outside evidence blocks
+
+
+def check_line_kinds(line: str) -> list[str]:
+    """Which kinds of check line ``line`` is (empty: a finding). A range is "a to b" or
+    "a–b" between numbers, but not a change "from a to b"."""
+    kinds = [kind for kind, rx in (("verdict", CHECK_VERDICT), ("bound", CHECK_BOUND), ("seed", CHECK_PER_SEED),
+                                   ("progress", CHECK_PROGRESS)) if rx.search(line)]
+    if any(not re.search(r"\bfrom\b[^,;:]*$", line[:m.start()]) for m in CHECK_RANGE.finditer(line)):
+        kinds.append("range")
+    return kinds
+
+
+def shown_lines(path) -> list[tuple[int, str]]:
+    """(cell index, line) of every line a chapter prints outside evidence blocks, exercise
+    stubs and quizzes: what a learner reads as the chapter's results."""
+    found = []
+    for i, c in enumerate(_cells(path)):
+        if chapter_time.kind(c) != "code":
+            continue
+        for out in c.get("outputs", []):
+            if out.get("output_type") == "stream":
+                text = "".join(out.get("text", ""))
+            elif out.get("output_type") in ("execute_result", "display_data") and not (
+                    out.get("data", {}).keys() & {"image/png", "text/html", WIDGET_MIME}):
+                text = "".join(out.get("data", {}).get("text/plain", ""))
+            else:
+                continue
+            found += [(i, line) for line in text.splitlines() if line.strip()]
+    return found
+
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# Chapters whose checks are still in plain view, until phase 2 of issue 31 moves them into
+# evidence blocks (strict: a converted chapter that passes must be deleted from here).
+CHECKS_IN_VIEW = {stem: "phase 2 of issue 31: per-seed tables, bounds and verdicts into evidence blocks" for stem in (
+    "01_motivation", "04_masking", "05_multihead", "06_transformer_block", "07_cost", "08_long_sequences",
+    "09_learning", "10_inference")}
+
+
+def _evidence_param(path):
+    reason = CHECKS_IN_VIEW.get(path.stem)
+    return pytest.param(path, id=path.stem, marks=[pytest.mark.xfail(strict=True, reason=reason)] if reason else [])
+
+
+@pytest.mark.parametrize("path", [_evidence_param(p) for p in CHAPTERS])
+def test_checks_sit_in_evidence_blocks(path):
+    """At most ~10% of what a chapter prints in view reports how a claim was checked."""
+    lines = shown_lines(path)
+    checks = [(i, line) for i, line in lines if check_line_kinds(line)]
+    allowed = max(1, int(CHECK_LINE_SHARE * len(lines)))
+    print(f"{path.stem}: {len(checks)} of {len(lines)} printed lines outside evidence blocks are check lines "
+          f"({len(checks) / max(len(lines), 1):.0%})")
+    assert len(checks) <= allowed, (
+        f"{path.name}: {len(checks)} of the {len(lines)} lines printed outside evidence blocks are check lines "
+        f"(at most {allowed}): move per-seed tables, bounds, True/False verdicts and progress into a collapsed "
+        "`with al.evidence(...)` cell under the finding (CONTRIBUTING.md, 'Evidence blocks'):\n"
+        + "\n".join(f"  {_where(path, i)}: {line.strip()[:100]}" for i, line in checks[:12]))
+
+
+def test_check_lines_are_told_from_findings():
+    for line in ["largest |formula - autograd| below 1e-14: True", "5 seeds: 0.964 to 1.039", "seed 3 done",
+                 "tracing flash_attention's peak memory at n = 256 ...", "difference < 1e-12: True",
+                 "weights symmetric, one matrix? False", "seed 0: 500 rows", "repeat loss 0.3–1.3 nats",
+                 "largest |attnlib - softmax(scores / √d_head)|: < 1e-10"]:
+        assert check_line_kinds(line), line
+    for line in ["the mean grows from 3.6 to 5.1, the median falls from 2.8 to 0.0007",
+                 "Var(q·k) / d_k, mean of 5 seeds: 1.00 at d_k = 1 and 0.98 at d_k = 1024",
+                 "[[ 0.188 -0.003 -0.014 -0.171]", "from d_k = 16 to 1024, the mean doubles"]:
+        assert not check_line_kinds(line), line
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
+def test_evidence_blocks_are_collapsed_everywhere(path):
+    """An evidence cell (``with al.evidence(...)``, tag ``evidence``) starts collapsed on the
+    site (hide-input, and its output is one closed <details>), in JupyterLab
+    (jupyter.source_hidden, the same closed <details>) and on Colab (cellView form, the same)."""
+    for i, c in enumerate(_cells(path)):
+        src, meta = _src(c), c.get("metadata", {})
+        tagged = "evidence" in meta.get("tags", [])
+        if c["cell_type"] != "code" or not (tagged or "al.evidence(" in src):
+            continue
+        where = f"{_nb_id(path)}, {_where(path, i)}"
+        assert tagged and "al.evidence(" in src, (
+            f"{where}: an evidence cell has the tag 'evidence' and runs its checks in `with al.evidence(...)`; "
+            "tools/run_notebooks.py (or --clean-only) sets the tags and metadata")
+        assert re.match(r"(?:\s*#[^\n]*\n)*\s*with al\.evidence\(", src), (
+            f"{where}: an evidence cell is one `with al.evidence(...):` block (comments above it are fine), so "
+            "that everything it prints is inside the collapsed element")
+        assert "hide-input" in meta.get("tags", []), f"{where}: not collapsed on the site (tag hide-input)"
+        assert meta.get("jupyter", {}).get("source_hidden") is True, f"{where}: not collapsed in JupyterLab"
+        assert meta.get("cellView") == "form", f"{where}: not collapsed on Colab (cellView: form)"
+        outs = c.get("outputs", [])
+        assert outs, f"{where}: stores no output; strict nbval would compare nothing"
+        for out in outs:
+            page = "".join(out.get("data", {}).get("text/html", ""))
+            assert out.get("output_type") == "display_data" and page.startswith('<details class="attnlib-evidence">'), (
+                f"{where}: prints outside its evidence element ({out.get('output_type')}); print inside the `with` block")
+            assert "<details open" not in page and "open>" not in page.split("<summary>")[0], f"{where}: stored open"
+            assert "".join(out["data"].get("text/plain", "")).strip(), f"{where}: no plain text for nbval to compare"

@@ -7,8 +7,11 @@
 Outputs and widget state are stored (nbval compares them; the website needs the state);
 volatile metadata (timings, execution ids) is stripped so diffs stay small. Quiz cells
 (their source holds the answer key) are hidden: on the site (remove-input) and in
-JupyterLab and Colab (``jupyter.source_hidden``). (Solutions are not in the chapters at
-all: they are in ``solutions/``, a notebook per chapter, shown as they are.) Prints each
+JupyterLab and Colab (``jupyter.source_hidden``). An evidence block (a cell that runs
+``with al.evidence(...)``) gets the tag ``evidence`` and starts collapsed: ``hide-input`` on
+the site, ``jupyter.source_hidden`` in JupyterLab, ``cellView: form`` on Colab (what it
+prints is one closed ``<details>`` element everywhere). (Solutions are not in the chapters
+at all: they are in ``solutions/``, a notebook per chapter, shown as they are.) Prints each
 notebook's wall time and size; fails if a cell raises or a notebook exceeds --max-seconds.
 ``--clean-only`` applies that metadata to the stored notebooks without executing them.
 """
@@ -39,6 +42,14 @@ def clean(nb: nbformat.NotebookNode) -> None:
             if "remove-input" not in tags:
                 tags.append("remove-input")
             cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+        if cell.cell_type == "code" and "al.evidence(" in cell.source:
+            # an evidence block: the checks under a finding, collapsed wherever it is read
+            tags = cell.metadata.setdefault("tags", [])
+            for tag in ("evidence", "hide-input"):
+                if tag not in tags:
+                    tags.append(tag)
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+            cell.metadata["cellView"] = "form"
         cell.metadata.pop("execution", None)
         cell.metadata.pop("ExecuteTime", None)
         cell.pop("id", None)

@@ -232,7 +232,7 @@ def shown_literals(tree: ast.AST, lines: list[str], *, replaceable_only: bool = 
                 add(kw[key])
             for key in LIST_KEYWORDS & kw.keys():
                 add(kw[key])
-            if name in ("Markdown", "HTML") and node.args:
+            if name in ("Markdown", "HTML", "evidence") and node.args:  # al.evidence("what it holds")
                 add(node.args[0])
     kept: list[ast.expr] = []   # shown, but data too: translated where drawn (attnlib)
     for node in ast.walk(tree):   # the lines marked "# i18n"

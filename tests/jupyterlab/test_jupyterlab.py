@@ -8,6 +8,8 @@ sample of markup.py); Playwright drives Chromium. For every chapter:
   source (the answer key: ``True`` beside the right choice);
 * Run All on a fresh kernel (the same command as the Run menu) leaves no error output;
 * the explorers are live (the still is hidden) and each responds to its control;
+* every evidence block (``with al.evidence(...)``) shows neither its code nor its lines, only
+  its closed "Evidence" element, before and after Run All;
 * no exercise shows "passed" (a chapter holds no solution: each stub says "not attempted"
   and is followed by a link to the chapter's solutions notebook);
 * each solutions notebook (solutions/, opened from the same server) runs, and every verdict
@@ -85,6 +87,16 @@ VISIBLE_QUIZ_KEYS = f"""() => {NOTEBOOK}.content.widgets.filter(c => c.model.typ
     const editor = c.node.querySelector('.jp-InputArea-editor');
     const shown = !!(editor && editor.offsetParent !== null && editor.getBoundingClientRect().height > 0);
     return {{shown: shown && /\\bTrue\\b/.test(src), start: src.trim().slice(0, 80)}};
+}})"""
+# evidence cells (``with al.evidence(...)``): is the editor on screen, and is each evidence
+# element (a <details>) closed
+EVIDENCE = f"""() => {NOTEBOOK}.content.widgets.filter(c => c.model.type === 'code'
+        && c.model.sharedModel.getSource().includes('al.evidence(')).map(c => {{
+    const editor = c.node.querySelector('.jp-InputArea-editor');
+    const details = Array.from(c.node.querySelectorAll('details.attnlib-evidence'));
+    return {{shown: !!(editor && editor.offsetParent !== null && editor.getBoundingClientRect().height > 0),
+             details: details.length, open: details.filter(d => d.open).length,
+             start: c.model.sharedModel.getSource().trim().slice(0, 60)}};
 }})"""
 VERDICTS = """() => Array.from(document.querySelectorAll('.attnlib-check')).map(
     e => ({cls: e.className, text: e.innerText.split('\\n')[0]}))"""
@@ -280,6 +292,8 @@ def test_chapter_in_jupyterlab(lab, browser, path):
                 f"{path.name} before running: {n_explorers} explorers should each show a still picture and "
                 f"'Run this cell to explore', and no widget error: {state}")
 
+        _evidence_collapsed(page, path)
+
         # ---- Run All on a fresh kernel
         started = time.monotonic()
         _run_all(page)
@@ -297,6 +311,8 @@ def test_chapter_in_jupyterlab(lab, browser, path):
                 f"{path.name} after Run All: every explorer should be live with its still hidden: {state}")
             problems = _move_each_explorer(page)
             assert not problems, f"{path.name}: {problems}"
+
+        _evidence_collapsed(page, path)
 
         # ---- verdicts: nothing passed (no solution in a chapter); a link to the solutions
         verdicts = page.evaluate(VERDICTS)
@@ -317,6 +333,16 @@ def test_chapter_in_jupyterlab(lab, browser, path):
             _wrong_answer_and_screenshots(page, path)
     finally:
         _close(page)
+
+
+def _evidence_collapsed(page, path) -> None:
+    blocks = page.evaluate(EVIDENCE)
+    wanted = sum("al.evidence(" in "".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                 if c["cell_type"] == "code")
+    assert len(blocks) == wanted, f"{path.name}: JupyterLab shows {len(blocks)} evidence cells, the notebook has {wanted}"
+    wrong = [b for b in blocks if b["shown"] or b["details"] != 1 or b["open"]]
+    assert not wrong, (f"{path.name}: evidence blocks not collapsed in JupyterLab (their code on screen, or their "
+                       f"element missing or open): {wrong[:3]}")
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
