@@ -43,7 +43,7 @@ from .kernels import (apply_rope, attention_state, causal_mask, default_device, 
                       ring_attention_distributed, ring_attention_simulated, ring_schedule,
                       scaled_dot_product_attention, shard_bounds, shard_parts, sliding_window_attention,
                       sliding_window_mask, sliding_window_pairs, softmax, to_device)
-from .ui import plots, quiz, widgets
+from .ui import plots, quiz, style, widgets
 from .ui.evidence import evidence
 
 __all__ = [
@@ -54,7 +54,7 @@ __all__ = [
     "linear_attention", "elu_feature_map",
     "ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds",
     "random_feature_attention", "performer_feature_map", "random_projection", "shard_parts",
-    "exercises", "quiz", "widgets", "plots", "evidence", "assignments", "set_language", "get_language", "tr",
+    "exercises", "quiz", "widgets", "plots", "style", "evidence", "assignments", "set_language", "get_language", "tr",
 ]
 
 

@@ -201,16 +201,31 @@ def test_first_code_cell_is_the_setup_cell(path):
 
 
 def test_setup_lines_install_the_published_repository_at_the_courses_version():
+    """Once the repository is set (tools/set_repository.py), the setup lines install the
+    course's version from it; before, there is nothing to install from, so they hold no
+    install command and stop with a message where attnlib is missing."""
     import tomllib
 
     import yaml
 
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"].rstrip("/")
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    after, before = setup_cell.variants()
+    assert f'"attnlib[notebook,torch] @ git+{url.removesuffix(".git")}@v{version}"' in after, (
+        f"the published setup lines do not install {url} at the tag v{version}:\n{after}")
+    assert "pip" not in before and "set_repository.py" in before
     lines = setup_cell.setup_lines()
-    assert f'"attnlib[notebook,torch] @ git+{url.removesuffix(".git")}@v{version}"' in lines, (
-        f"the setup lines do not install {url} at the tag v{version}:\n{lines}")
-    compile(lines, "setup", "exec")  # plain Python: runs in any kernel and parses with ast
+    assert lines == (after if setup_cell.published() else before)
+    for variant in (after, before):
+        compile(variant, "setup", "exec")  # plain Python: runs in any kernel and parses with ast
+
+
+def test_unpublished_setup_lines_stop_with_a_message_where_attnlib_is_missing(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(ModuleNotFoundError, match="set_repository.py"):
+        exec(compile(setup_cell.variants()[1], "setup", "exec"), {})
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
@@ -855,3 +870,68 @@ def test_evidence_blocks_are_collapsed_everywhere(path):
                 f"{where}: prints outside its evidence element ({out.get('output_type')}); print inside the `with` block")
             assert "<details open" not in page and "open>" not in page.split("<summary>")[0], f"{where}: stored open"
             assert "".join(out["data"].get("text/plain", "")).strip(), f"{where}: no plain text for nbval to compare"
+
+
+# ------------------------------------------------------------------ figures (issue 31)
+
+_DATA_PNG = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
+
+
+def stored_pngs(path) -> list[tuple[str, bytes]]:
+    """Every picture a notebook stores: image/png outputs, PNGs inside HTML outputs (a
+    figure shown with its alt text, an explorer's still) and the explorers' views in the
+    widget state."""
+    import base64
+
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    found = []
+    for i, c in enumerate(nb["cells"]):
+        for out in c.get("outputs", []):
+            data = out.get("data", {})
+            if "image/png" in data:
+                found.append((f"cell {i}", base64.b64decode("".join(data["image/png"]))))
+            for m in _DATA_PNG.finditer("".join(data.get("text/html", ""))):
+                found.append((f"cell {i} (HTML)", base64.b64decode(m.group(1))))
+    state = nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    for key, model in state.get("state", {}).items():
+        for buf in model.get("buffers", []):
+            if buf.get("encoding") == "base64" and buf.get("path") == ["value"] and model["model_name"] == "ImageModel":
+                found.append((f"explorer view {key[:8]}", base64.b64decode(buf["data"])))
+        for value in model.get("state", {}).values():
+            if isinstance(value, str):
+                found += [(f"explorer view {key[:8]}", base64.b64decode(m.group(1))) for m in _DATA_PNG.finditer(value)]
+    return found
+
+
+ZH_NOTEBOOKS = sorted((ROOT / "zh" / "chapters").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + ZH_NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_stored_figures_are_drawn_at_the_courses_resolution(path):
+    """Every stored figure and explorer view is drawn at attnlib.ui.style.FIGURE_DPI (at least
+    110 dpi; the PNG's pHYs chunk says so) and stored as a palette PNG
+    (attnlib.ui.style.figure_png), so that it reads on a wide screen and the notebook stays
+    small. The chapters' setup cells call `al.style.use(...)`, the one place that sets it."""
+    import io
+
+    from PIL import Image
+
+    from attnlib.ui.style import FIGURE_DPI
+
+    assert FIGURE_DPI >= 110
+    wrong = []
+    for where, png in stored_pngs(path):
+        image = Image.open(io.BytesIO(png))
+        dpi = image.info.get("dpi", (0, 0))[0]
+        if dpi < FIGURE_DPI - 0.5 or image.mode != "P" or image.size[0] < 200:
+            wrong.append(f"{where}: {image.size[0]}x{image.size[1]} px, {dpi:.0f} dpi, mode {image.mode}")
+    assert not wrong, (f"{path.relative_to(ROOT)}: figures not drawn at {FIGURE_DPI} dpi as palette PNGs (call "
+                       "`al.style.use(...)` in the setup cell and re-run the notebook):\n  " + "\n  ".join(wrong[:8]))
+    if path.parent.name == "chapters":
+        first = _src(_code(path)[0])
+        assert "al.style.use(" in first and "figure.dpi" not in first, (
+            f"{path.name}: the setup cell sets the figures' look with al.style.use(...), and no dpi of its own")
+
+
+def test_the_chapters_store_figures_to_check():
+    assert sum(len(stored_pngs(p)) for p in CHAPTERS) >= 30

@@ -617,6 +617,15 @@ def collect() -> dict[str, dict[str, tuple[bool, list[str]]]]:
                 msgs = catalogues.setdefault(domain, {})
                 f, places = msgs.get(msg, (False, []))
                 msgs[msg] = (f or is_f, places + [f"{path.parent.name}/{path.name}:cell{i}:{line}"])
+    # the setup lines in both their forms, before and after publication (tools/setup_cell.py):
+    # the notebooks hold one of them, the catalogue the text of both
+    sys.path.insert(0, str(ROOT / "tools"))
+    import setup_cell
+    for variant in setup_cell.variants():
+        for msg, is_f, line, _setup in code_messages(variant):
+            msgs = catalogues.setdefault(f"chapters/{COMMON}", {})
+            f, places = msgs.get(msg, (False, []))
+            msgs[msg] = (f or is_f, places + [f"tools/setup_cell.py:{line}"])
     return catalogues
 
 

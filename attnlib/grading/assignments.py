@@ -18,7 +18,7 @@ Each chapter notebook is copied with:
   question and its choices (no feedback, no marked answer) and a cell in which the
   student writes a letter, ``al.assignments.answer("q1", "B")``;
 - **stubs and checks kept**, so the checker still gives its feedback while the student
-  works; the prose that promised a hidden solution says what the assignment does instead,
+  works; the prose that promised a solution says what the assignment does instead,
   and a note at the top tells the student what to do and hand in;
 - in Chinese (``--lang zh``), the prose from the book's catalogues
   (``locales/zh_CN/LC_MESSAGES/chapters/``), the code cells from the Chinese notebook

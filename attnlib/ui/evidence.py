@@ -66,7 +66,7 @@ class Evidence(contextlib.AbstractContextManager):
         self._buffer = io.StringIO()
         self._redirect = contextlib.redirect_stdout(self._buffer)
 
-    def __enter__(self) -> Evidence:
+    def __enter__(self):
         self._redirect.__enter__()
         return self
 
@@ -90,7 +90,7 @@ class Evidence(contextlib.AbstractContextManager):
         return False
 
 
-def evidence(title: str = "") -> Evidence:
+def evidence(title: str = ""):  # -> Evidence, a context manager
     """Collect what a block prints into one collapsed "Evidence" element.
 
     Args:

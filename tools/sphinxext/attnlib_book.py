@@ -214,7 +214,11 @@ class ApiReference(SphinxDirective):
             # a layer's package (attnlib.kernels, attnlib.models, ...) re-exports what its
             # modules define: its section is its docstring, the members are documented once,
             # in their own module's section
-            self._automodule(modname, exported, sec, no_index=clash, members=not hasattr(mod, "__path__"))
+            # ... unless the package defines members of its own (attnlib.i18n: MissingTranslation)
+            own = [n for n in getattr(mod, "__all__", []) if n not in exported
+                   and getattr(getattr(mod, n, None), "__module__", None) == modname]
+            self._automodule(modname, exported, sec, no_index=clash,
+                             members=not hasattr(mod, "__path__") or bool(own))
             out.append(sec)
         # the reference is the code's own documentation (what help() prints): the Chinese
         # edition keeps it in English, so none of it goes into the message catalogues
