@@ -155,22 +155,23 @@ check: venv
 unit: venv gettext-tools fonts
 	$(BIN)/python -m pytest -q -n $(JOBS) tests $(SEPARATE:%=--ignore=%)
 
-# strict nbval: every chapter executed on a fresh kernel, every output compared with the
-# stored one; one chapter at a time, each with the machine's threads
+# strict nbval: every chapter and solutions notebook executed on a fresh kernel, every
+# output compared with the stored one; one notebook at a time, each with the machine's threads
+NOTEBOOK_DIRS := chapters solutions
 nbval: venv
-	$(BIN)/python -m pytest -q $(NBVAL) chapters
+	$(BIN)/python -m pytest -q $(NBVAL) $(NOTEBOOK_DIRS)
 
 # the same in a second numerical environment on this machine: torch's portable kernels,
 # NumPy without its SIMD families, one thread (tools/numerics.py); both must pass. With one
 # thread per kernel, JOBS chapters run at once (each notebook's cells on one worker, in order)
 nbval-alt: venv
-	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) chapters
+	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) $(NOTEBOOK_DIRS)
 
 # the Chinese notebooks (zh/chapters, which switch attnlib to Chinese themselves), strict
 # nbval in both numerical environments; their figures need the CJK font
 nbval-zh: venv fonts
-	$(BIN)/python -m pytest -q $(NBVAL) zh/chapters
-	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) zh/chapters
+	$(BIN)/python -m pytest -q $(NBVAL) $(NOTEBOOK_DIRS:%=zh/%)
+	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) $(NOTEBOOK_DIRS:%=zh/%)
 
 browser: venv chromium
 	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(JOBS) $(SITE_TESTS)
@@ -212,10 +213,10 @@ notebooks: venv
 
 # The Chinese notebooks: zh/chapters/*.ipynb written from the chapters and the catalogues
 # (tools/zh_notebooks.py; it fails on a text without a translation), then executed with
-# ATTNLIB_LANG=zh, one at a time (chapter 7 trains: up to ~2 min)
+# ATTNLIB_LANG=zh, one at a time (chapter 9 trains: up to ~2 min)
 notebooks-zh: venv fonts
 	$(BIN)/python tools/zh_notebooks.py
-	ATTNLIB_LANG=zh ATTNLIB_I18N_STRICT=1 $(BIN)/python tools/run_notebooks.py --max-seconds 180 zh/chapters/*.ipynb
+	ATTNLIB_LANG=zh ATTNLIB_I18N_STRICT=1 $(BIN)/python tools/run_notebooks.py --max-seconds 180 zh/chapters/*.ipynb zh/solutions/*.ipynb
 
 # Teaching (appendix/teaching.md): the chapters as student notebooks, without solutions
 # or answers, executed once; then `python -m attnlib.grading.grade SUBMISSIONS/ --out REPORT/`
@@ -238,7 +239,7 @@ bench: venv
 gpu-check: venv
 	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'make gpu-check needs a CUDA GPU, and torch.cuda.is_available() is False here (a CPU-only torch or no GPU); make test covers the CPU')"
 	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q tests $(SEPARATE:%=--ignore=%)
-	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q $(NBVAL) chapters
+	ATTNLIB_DEVICE=cuda $(BIN)/python -m pytest -q $(NBVAL) $(NOTEBOOK_DIRS)
 	$(BIN)/python -m benchmarks
 
 freeze: venv

@@ -11,7 +11,8 @@ Shape symbols used in every docstring and shape comment::
     d_model  model width; d_head = d_model / h
 
 The names below are the public API (``al.softmax``, ``al.flash_attention``, ...) and the
-submodules every chapter uses (``al.exercises``, ``al.quiz``, ``al.widgets``, ``al.plots``).
+submodules every chapter uses (``al.exercises``, ``al.quiz``, ``al.widgets``, ``al.plots``), with
+``al.evidence`` (a collapsed block of per-seed tables and checks, :mod:`attnlib.ui.evidence`).
 
 The package's folders are its layers; each imports only the layers above it in this list
 (``tests/test_layout.py`` fails on an import cycle or an import the wrong way):
@@ -20,11 +21,11 @@ The package's folders are its layers; each imports only the layers above it in t
 ``i18n``        the language of what attnlib shows, and its message catalogues
 ``kernels``     attention itself: softmax, masks, attention, multi-head, RoPE, and the
                 exact or approximate variants (flash, sparse, linear, performer, ring)
-``models``      the Transformer block (chapter 5) and the small GPT (chapters 7 and 8)
+``models``      the Transformer block (chapter 6) and the small GPT (chapters 9 and 10)
 ``instruments`` the chapters' measuring helpers, imported by name, not re-exported:
                 ``from attnlib.instruments import motivation as mo`` (chapter 1),
-                ``scaling`` (3), ``complexity`` (6), ``train`` (7), ``inference`` and
-                ``positions`` (8)
+                ``scaling`` (3), ``complexity`` (7 and 8), ``train`` (9), ``inference``
+                and ``positions`` (10)
 ``ui``          plots, explorers, quizzes and diagrams
 ``runtime``     what runs someone else's code, for the checker and the grader alike: one
                 framing, one limit rule, one supervisor
@@ -44,7 +45,8 @@ from .kernels import (apply_rope, attention_state, causal_mask, default_device, 
                       ring_attention_distributed, ring_attention_simulated, ring_schedule,
                       scaled_dot_product_attention, shard_bounds, shard_parts, sliding_window_attention,
                       sliding_window_mask, sliding_window_pairs, softmax, to_device)
-from .ui import plots, quiz, widgets
+from .ui import plots, quiz, style, widgets
+from .ui.evidence import evidence
 
 __all__ = [
     "softmax", "masked_softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
@@ -54,7 +56,7 @@ __all__ = [
     "linear_attention", "elu_feature_map",
     "ring_attention_simulated", "ring_attention_distributed", "ring_schedule", "shard_bounds",
     "random_feature_attention", "performer_feature_map", "random_projection", "shard_parts",
-    "exercises", "quiz", "widgets", "plots", "assignments", "set_language", "get_language", "tr",
+    "exercises", "quiz", "widgets", "plots", "style", "evidence", "assignments", "set_language", "get_language", "tr",
 ]
 
 

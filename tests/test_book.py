@@ -103,6 +103,24 @@ def test_every_citation_is_in_references_bib():
     assert not missing, f"cited but not in references.bib (append the entries): {missing}"
 
 
+# "seed" for the source articles (issue 31): "the seed article", "the seeds write", "the seed's word"
+_SEED_AS_ARTICLE = re.compile(r"\bseed[ -]articles?\b|\bthe seeds?(?:'s?|')? (?:writes?|draws?|calls?|quotes?|says?|"
+                              r"words?|shape table|article|text|\$)", re.I)
+
+
+def test_seed_means_a_random_seed_and_the_source_articles_are_defined_on_the_first_page():
+    index = (ROOT / "index.md").read_text(encoding="utf-8")
+    assert re.search(r"^## The source articles$", index, re.M) and "**the source articles**" in index, (
+        "index.md must say, under '## The source articles', what the source articles are")
+    found = []
+    for path in [ROOT / "index.md", *ROOT.glob("appendix/*.md"), *ROOT.glob("chapters/*.ipynb"), *ROOT.glob("solutions/*.ipynb")]:
+        texts = ([path.read_text(encoding="utf-8")] if path.suffix == ".md" else
+                 ["".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]])
+        found += [f"{path.relative_to(ROOT)}: {m.group(0)!r}" for t in texts for m in _SEED_AS_ARTICLE.finditer(t)]
+    assert not found, ("'seed' means a random seed only; call them the source articles (index.md defines them):\n"
+                       + "\n".join(found))
+
+
 def test_every_exercise_is_checked_in_its_chapter():
     # the misconceptions appendix links each exercise to the section of its check cell
     exercises = importlib.import_module("attnlib.exercises").EXERCISES
@@ -285,10 +303,37 @@ def test_math_and_widgets_use_the_vendored_libraries(pages):
                 assert any(lib in s for s in scripts), f"{name} has widgets but does not load {lib}"
 
 
+def _published() -> bool:
+    import sys
+    sys.path.insert(0, str(ROOT / "tools" / "sphinxext"))
+    try:
+        from attnlib_publish import published
+    finally:
+        sys.path.pop(0)
+    return published(yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"])
+
+
+def test_no_launch_or_repository_button_before_the_repository_is_set(pages):
+    """With _config.yml's placeholder repository (github.com/OWNER/...), no page links to
+    Binder, Colab, the JupyterHub or the repository: each would fail (docs/publishing.md)."""
+    if _published():
+        pytest.skip("the repository is set: test_launch_buttons_are_plain_links checks the buttons")
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    hosts = {urllib.parse.urlsplit(cfg["launch_buttons"][k]).hostname
+             for k in ("binderhub_url", "colab_url", "jupyterhub_url") if cfg["launch_buttons"].get(k)}
+    chapters = [n for n in pages if n.startswith(("chapters/", ZH + "chapters/"))]
+    assert chapters, "no chapter built"
+    wrong = [f"{n}: {h}" for n in pages for h in pages[n].links
+             if urllib.parse.urlsplit(h).hostname in hosts or "github.com/OWNER" in h]
+    assert not wrong, "links that need the repository address:\n" + "\n".join(wrong[:10])
+
+
 def test_launch_buttons_are_plain_links(pages):
     chapter = next((n for n in pages if n.startswith("chapters/")), None)
     if chapter is None:
         pytest.skip("no chapter built")
+    if not _published():
+        pytest.skip("the repository is not set yet: no launch button (tested above)")
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
     repo = urllib.parse.urlsplit(cfg["repository"]["url"]).path.strip("/")  # OWNER/NAME
     stem = pathlib.PurePosixPath(chapter).stem
@@ -467,6 +512,8 @@ def test_chinese_pages_launch_and_download_the_chinese_notebook(pages):
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
     hosts = {urllib.parse.urlsplit(cfg["launch_buttons"][k]).hostname: k
              for k in ("binderhub_url", "colab_url", "jupyterhub_url") if cfg["launch_buttons"].get(k)}
+    if not _published():
+        hosts = {}   # no launch button until the repository is set; the download button is checked
     wrong = []
     for name in chapters:
         stem = pathlib.PurePosixPath(name).stem
@@ -750,3 +797,30 @@ def test_chinese_formulas_keep_their_punctuation(pages):
     assert re.search(r"\.attnlib-nobr\s*\{[^}]*white-space:\s*nowrap", css)
     english = (SITE / "chapters" / "03_scaling.html").read_text(encoding="utf-8")
     assert "attnlib-nobr" not in english, "the English edition keeps its own line breaking"
+
+
+def test_evidence_blocks_are_collapsed_on_the_site(pages):
+    """Each evidence cell of a chapter (``with al.evidence(...)``) is built, in both editions,
+    as a cell whose code is behind the hide-input toggle and whose output is one closed
+    <details class="attnlib-evidence"> (CONTRIBUTING.md, "Evidence blocks")."""
+    checked, wrong = 0, []
+    for nb_path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        cells = json.loads(nb_path.read_text(encoding="utf-8"))["cells"]
+        wanted = sum("al.evidence(" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        if not wanted:
+            continue
+        for prefix in ("", ZH):
+            name = f"{prefix}chapters/{nb_path.stem}.html"
+            if name not in pages:
+                wrong.append(f"{name} was not built")
+                continue
+            text = (SITE / name).read_text(encoding="utf-8")
+            cells_html = re.findall(r'<div class="cell [^"]*\btag_evidence\b[^"]*"', text)
+            elements = re.findall(r'<details class="attnlib-evidence"[^>]*>', text)
+            if len(cells_html) != wanted or not all("tag_hide-input" in c for c in cells_html):
+                wrong.append(f"{name}: {len(cells_html)} evidence cells behind hide-input, the notebook has {wanted}")
+            if len(elements) != wanted or any(" open" in e for e in elements):
+                wrong.append(f"{name}: {len(elements)} closed evidence elements, the notebook has {wanted}")
+            checked += 1
+    assert checked, "no chapter has an evidence block (chapters/03_scaling.ipynb should)"
+    assert not wrong, "\n".join(wrong)

@@ -1,4 +1,4 @@
-"""The measuring tools of chapter 6 (attnlib.instruments.complexity): timing, peak memory, fits."""
+"""The measuring tools of chapters 7 and 8 (attnlib.instruments.complexity): timing, peak memory, fits."""
 import time
 
 import numpy as np

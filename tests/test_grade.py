@@ -616,7 +616,7 @@ def test_the_survivor_search_never_targets_the_graders_own_processes():
     assert survivors(None, None, "no-such-token") == []
 
 
-# ------------------------------------------------------------------ an extra check (chapter 6)
+# ------------------------------------------------------------------ an extra check (chapter 7)
 
 TILED = '''def tiled_attention(q, k, v, block_size):
     L, E = q.shape
@@ -646,12 +646,12 @@ def test_the_extra_check_travels_without_the_reference():
 def test_an_extra_check_runs_in_the_sandbox(tmp_path):
     if probe().mode == "none":
         pytest.skip("no namespaces here")
-    sub = tmp_path / "ch6"
+    sub = tmp_path / "ch7"
     sub.mkdir()
     for name, code in (("tiled", TILED), ("untiled", UNTILED)):
         cells = ["import numpy as np\nimport attnlib as al", code + '\nal.exercises.check("tiled_attention", tiled_attention)']
         nb = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": c}
-                        for c in cells], "metadata": {"attnlib": {"chapter": "06_complexity"}},
+                        for c in cells], "metadata": {"attnlib": {"chapter": "07_cost"}},
               "nbformat": 4, "nbformat_minor": 4}
         (sub / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     grades = {g.student: g for g in grade_class(sub, tmp_path / "out", jobs=2, quiet=True,

@@ -166,9 +166,9 @@ def test_the_terms_checked_are_the_glossarys():
 
 def test_the_erratum_is_corrected_in_chinese():
     """The seeds call attention 置换不变; the Chinese edition says 置换等变 wherever the
-    English says equivariant (chapter 5, the misconceptions page)."""
+    English says equivariant (chapter 6, the misconceptions page)."""
     found = 0
-    for po in (BOOK_PO / "chapters" / "05_multihead.po", BOOK_PO / "appendix" / "misconceptions.po"):
+    for po in (BOOK_PO / "chapters" / "06_transformer_block.po", BOOK_PO / "appendix" / "misconceptions.po"):
         for m in _read(po):
             if m.id and re.search(r"equivarian", i18n_check.prose(m.id), re.I):  # not in a link target
                 found += 1

@@ -95,7 +95,7 @@ def test_setup_lines_install_attnlib_where_it_is_missing(tmp_path):
     # the template's lines, with the local copy in place of the published git URL
     req = f"attnlib @ {src.as_uri()}"
     lines = setup_cell.setup_lines(req)
-    assert lines == setup_cell.setup_lines().replace(setup_cell.requirement(), req)
+    assert lines == setup_cell.variants()[0].replace(setup_cell.requirement(), req)  # the published form
     fake_colab = textwrap.dedent("""
         import sys, types
         calls = []

@@ -1,4 +1,4 @@
-"""attnlib.models.gpt: the small GPT of chapter 7 (shapes, causality, equality with attnlib's and
+"""attnlib.models.gpt: the small GPT of chapter 9 (shapes, causality, equality with attnlib's and
 torch's attention, ablation, key/value cache, training)."""
 import numpy as np
 import pytest

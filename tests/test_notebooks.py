@@ -3,7 +3,9 @@
 
 These protect what a teacher relies on: every chapter is stored executed top to bottom
 (nbval compares nothing in a cell stored without output), ends with self-test exercises
-whose stubs report "not attempted" and whose hidden solutions pass under their own name,
+whose stubs report "not attempted" and link to their solutions, which live in a notebook of
+their own (solutions/NN_x.ipynb, executed and checked like a chapter) and pass under their
+own name,
 hides quiz answers on the site, ignores output only where a timing or memory number makes
 it vary, and stays small. And what a learner relies on wherever the notebook is opened
 (JupyterLab, Colab, Binder, JupyterHub): no markup that only the website renders, no
@@ -29,7 +31,14 @@ import attnlib as al
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOC = (ROOT / "_toc.yml").read_text()
 CHAPTERS = sorted(pathlib.Path(os.environ.get("ATTNLIB_CHAPTERS", ROOT / "chapters")).glob("*.ipynb"))
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))   # each chapter's solutions, a notebook of their own
+NOTEBOOKS = CHAPTERS + SOLUTIONS   # what every notebook of the course obeys
+
+
+def _nb_id(path) -> str:
+    return f"{path.parent.name}/{path.stem}"
 sys.path.insert(0, str(ROOT / "tools"))
+import chapter_time  # noqa: E402  (tools/chapter_time.py: the measure of a chapter's length)
 import setup_cell  # noqa: E402  (tools/setup_cell.py: the template of the first cell)
 
 
@@ -55,12 +64,93 @@ def _code(path):
 
 def test_chapters_are_numbered_in_order_and_all_in_the_toc():
     stems = [p.stem for p in CHAPTERS]
-    assert stems[:6] == ["01_motivation", "02_qkv", "03_scaling", "04_masking", "05_multihead", "06_complexity"]
+    assert stems[:8] == ["01_motivation", "02_qkv", "03_scaling", "04_masking", "05_multihead", "06_transformer_block",
+                          "07_cost", "08_long_sequences"]
     assert [int(s[:2]) for s in stems] == list(range(1, len(stems) + 1)), f"chapters are not numbered 1..n: {stems}"
     missing = [s for s in stems if f"chapters/{s}" not in TOC]
     assert not missing, f"chapters missing from _toc.yml: {missing}"
     positions = [TOC.index(f"chapters/{s}") for s in stems]
     assert positions == sorted(positions)
+
+
+# ------------------------------------------------------------------ one sitting (issue 31)
+
+# Chapters still longer than one sitting by the measure (tools/chapter_time.py), each with
+# what phase 2 of issue 31 does to it. Their test is an expected failure, strictly: once a
+# chapter fits, its test passes, xfail(strict) turns that into a failure, and the chapter
+# must be deleted from this list.
+OVER_ONE_SITTING = {
+    "01_motivation": "phase 2: the checks of the RNN, CNN and soft-lookup sections into evidence blocks (86 min)",
+    "02_qkv": "phase 2: evidence blocks; exercise 2's mask moves after chapter 4 (95 min)",
+    "04_masking": "phase 2: evidence blocks for the no-peeking, padding and fp16 checks (79 min)",
+    "05_multihead": "phase 2: evidence blocks for the cost and the PyTorch comparison (76 min)",
+    "09_learning": "phase 2: too long for evidence blocks alone (113 min): split in two, the claims trained "
+                   "(scale, LN, positions) a chapter of their own; the seed batching into attnlib",
+    "10_inference": "phase 2: too long for evidence blocks alone (135 min): split in two, MQA/GQA, RoPE and "
+                    "cross-attention a chapter of their own",
+}
+
+
+def _sitting(path):
+    reason = OVER_ONE_SITTING.get(path.stem)
+    return pytest.param(path, id=path.stem, marks=[pytest.mark.xfail(strict=True, reason=reason)] if reason else [])
+
+
+@pytest.mark.parametrize("path", [_sitting(p) for p in CHAPTERS])
+def test_chapter_fits_one_sitting(path):
+    m = chapter_time.measure_path(path)
+    terms = ", ".join(f"{k} {v:.0f}" for k, v in m.terms.items())
+    print(f"{path.stem}: {m.minutes:.0f} min ({terms})")
+    assert m.minutes <= chapter_time.LIMIT, (
+        f"{path.name} takes {m.minutes:.0f} minutes by the course's measure ({terms}; tools/chapter_time.py), "
+        f"more than one sitting ({chapter_time.LIMIT} min): move checks into collapsed evidence blocks "
+        "(CONTRIBUTING.md), cut, or split the chapter")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_states_its_time_and_prerequisites(path):
+    """Under its title a chapter says how long it takes (the measure, rounded to 5 minutes)
+    and which earlier chapters it needs, as links."""
+    nb = json.loads(path.read_text())
+    first = _src(next(c for c in nb["cells"] if c["cell_type"] == "markdown"))
+    m = re.search(r"^\*\*Time:\*\* about (\d+) minutes · \*\*Prerequisites:\*\* (.+)$", first, re.M)
+    assert m, (f"{path.name}: the first cell must say, under the title, '**Time:** about N minutes · "
+               "**Prerequisites:** [chapter 2](02_qkv.ipynb) (what it gives), ...' (CONTRIBUTING.md)")
+    measure = chapter_time.measure(nb)
+    assert int(m.group(1)) == measure.stated, (
+        f"{path.name} states {m.group(1)} minutes but measures {measure.minutes:.1f} "
+        f"(stated: {measure.stated}); run `python tools/chapter_time.py --write {path.relative_to(ROOT)}`, "
+        "then `python tools/zh_notebooks.py`")
+    number = int(path.stem[:2])
+    needed = re.findall(r"\]\((\d\d)_(\w+)\.ipynb\)", m.group(2))
+    assert needed or number == 1, f"{path.name}: name the earlier chapters it needs, as links"
+    for nn, name in needed:
+        assert int(nn) < number and (path.parent / f"{nn}_{name}.ipynb").exists(), (
+            f"{path.name}: prerequisite {nn}_{name}.ipynb is not an earlier chapter")
+
+
+def test_the_measure_counts_what_a_learner_reads():
+    """tools/chapter_time.py on a made-up chapter: a title and 200 words, a displayed formula, two
+    visible code cells printing 12 lines, an exercise and a quiz, and what starts collapsed
+    (a hidden answer, an evidence block) not counted."""
+    def cell(kind, src, tags=(), lines=0):
+        c = {"cell_type": kind, "metadata": {"tags": list(tags)}, "source": src}
+        if kind == "code":
+            c["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x\n" * lines}] if lines else []
+        return c
+
+    words = " ".join(["word"] * 200)
+    nb = {"cells": [cell("markdown", f"# T\n\n{words}\n\n$$a = b$$\n\n<details>\n<summary>Answer</summary>\n\n"
+                                     + " ".join(["hidden"] * 500) + "\n\n</details>"),
+                    cell("code", "x = 1\nprint(x)", lines=5), cell("code", "print(x)", lines=7),
+                    cell("code", "print(x)", tags=["evidence"], lines=40),
+                    cell("code", 'def f():\n    raise NotImplementedError\n\nal.exercises.check("f", f)'),
+                    cell("code", 'al.quiz.question("?", [("a", True, "b")])')]}
+    m = chapter_time.measure(nb)
+    assert (m.words, m.display_math, m.code_cells, m.printed_lines, m.exercises, m.quizzes) == (201, 1, 2, 12, 1, 1)
+    want = (201 / chapter_time.WORDS_PER_MINUTE + chapter_time.DISPLAY_MATH_MINUTES + 2 * chapter_time.CODE_CELL_MINUTES
+            + 12 * chapter_time.PRINTED_LINE_MINUTES + chapter_time.EXERCISE_MINUTES + chapter_time.QUIZ_MINUTES)
+    assert abs(m.minutes - want) < 1e-9 and m.stated == 5 * round(want / 5)
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
@@ -86,7 +176,7 @@ def test_chapter_is_stored_executed_top_to_bottom(path):
     assert not errors, f"{path.name}: a cell stored an error: {errors[0].get('ename')}"
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_chapter_is_small_and_its_metadata_clean(path):
     assert path.stat().st_size < 1_000_000, f"{path.name} is {path.stat().st_size / 1e6:.2f} MB"
     nb = json.loads(path.read_text())
@@ -95,7 +185,7 @@ def test_chapter_is_small_and_its_metadata_clean(path):
         assert "execution" not in c.get("metadata", {}), f"{path.name}: timing metadata left in a cell"
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_first_code_cell_is_the_setup_cell(path):
     first = _src(_code(path)[0])
     block, rest = setup_cell.split_setup(first)
@@ -111,25 +201,37 @@ def test_first_code_cell_is_the_setup_cell(path):
 
 
 def test_setup_lines_install_the_published_repository_at_the_courses_version():
+    """Once the repository is set (tools/set_repository.py), the setup lines install the
+    course's version from it; before, there is nothing to install from, so they hold no
+    install command and stop with a message where attnlib is missing."""
     import tomllib
 
     import yaml
 
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"].rstrip("/")
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    after, before = setup_cell.variants()
+    assert f'"attnlib[notebook,torch] @ git+{url.removesuffix(".git")}@v{version}"' in after, (
+        f"the published setup lines do not install {url} at the tag v{version}:\n{after}")
+    assert "pip" not in before and "set_repository.py" in before
     lines = setup_cell.setup_lines()
-    assert f'"attnlib[notebook,torch] @ git+{url.removesuffix(".git")}@v{version}"' in lines, (
-        f"the setup lines do not install {url} at the tag v{version}:\n{lines}")
-    compile(lines, "setup", "exec")  # plain Python: runs in any kernel and parses with ast
+    assert lines == (after if setup_cell.published() else before)
+    for variant in (after, before):
+        compile(variant, "setup", "exec")  # plain Python: runs in any kernel and parses with ast
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_unpublished_setup_lines_stop_with_a_message_where_attnlib_is_missing(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(ModuleNotFoundError, match="set_repository.py"):
+        exec(compile(setup_cell.variants()[1], "setup", "exec"), {})
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_imports_live_in_the_first_code_cell(path):
     code = _code(path)
     for c in code[1:]:
-        tags = c.get("metadata", {}).get("tags", [])
-        if "hide-input" in tags:  # a hidden solution may show another style (torch, einsum)
-            continue
         bad = re.findall(r"^(?:import|from) \S+", _src(c), re.M)
         assert not bad, (f"{path.name}: import outside the first cell: {bad} in\n{_src(c)[:200]}\n"
                          "Move it to the first code cell, below the setup lines.")
@@ -158,7 +260,7 @@ MYST_ONLY = [
 ]
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_markdown_renders_outside_the_book(path):
     problems = []
     for c in _cells(path):
@@ -174,7 +276,7 @@ def test_markdown_renders_outside_the_book(path):
                           "(Colab and JupyterLab show it raw; see CONTRIBUTING.md):\n" + "\n".join(problems[:12]))
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_details_blocks_parse_their_markdown(path):
     for c in _cells(path):
         src = _src(c)
@@ -196,7 +298,7 @@ def test_details_blocks_parse_their_markdown(path):
 BIB_KEYS = set(re.findall(r"^@\w+\{([^,\s]+),", (ROOT / "references.bib").read_text(), re.M))
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_citation_links_name_a_bibtex_key(path):
     for c in _cells(path):
         if c["cell_type"] != "markdown":
@@ -210,7 +312,7 @@ def test_citation_links_name_a_bibtex_key(path):
                 "(add the paper to references.bib if it is missing)")
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_explorers_are_stored_with_a_still_picture(path):
     from attnlib.ui.widgets import RUN_HINT, WIDGET_VIEW
 
@@ -234,7 +336,7 @@ TIMING_OR_MEMORY = re.compile(
     r"max_memory_allocated|memory_allocated|saved_tensors_hooks|benchmark|elapsed|seconds|timing")
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_no_visible_nbval_comment(path):
     for c in _code(path):
         found = re.findall(r"#\s*NBVAL_\w+", _src(c))
@@ -246,7 +348,7 @@ def test_no_visible_nbval_comment(path):
                 "metadata \"tags\" list (JupyterLab: property inspector, Cell Tags).")
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_output_is_ignored_only_for_timing_or_memory(path):
     for c in _code(path):
         tags = c.get("metadata", {}).get("tags", [])
@@ -279,7 +381,7 @@ def _python(src: str) -> str:
     return TransformerManager().transform_cell(src)
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_no_assert_compares_literals(path):
     for c in _code(path):
         for node in ast.walk(ast.parse(_python(_src(c)))):
@@ -322,21 +424,27 @@ def _defines(src: str, name: str) -> bool:
     return bool(re.search(rf"^\s*(?:def {name}\s*\(|{name}\s*=[^=])", src, re.M))
 
 
+SOLUTION_LINK = re.compile(r"\]\(\.\./solutions/(\d\d_\w+)\.ipynb\)")
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
-def test_each_exercise_has_a_stub_and_a_hidden_solution_under_its_own_name(path):
-    code = _code(path)
+def test_each_exercise_has_a_stub_and_a_link_to_its_solution(path):
+    """A learner's notebook holds no solution: each exercise is a stub under its own name,
+    whose stored verdict says "not attempted", followed by a paragraph that links to the
+    chapter's solutions notebook; no cell defines or checks a solution."""
+    cells = _cells(path)
     names = set()
-    for i, c in enumerate(code):
+    for i, c in enumerate(cells):
         src = _src(c)
+        if c["cell_type"] != "code":
+            continue
+        assert "check_solution(" not in src and not re.search(r"\b\w+_solution\b", src), (
+            f"{path.name}, {_where(path, i)}: a chapter holds no solution (not even a hidden one, which Jupyter "
+            f"and Colab show a learner scrolling past): move it to solutions/{path.name} (CONTRIBUTING.md)")
         for name, arg in re.findall(r'al\.exercises\.check\(\s*["\'](\w+)["\']\s*,\s*([\w.]+)', src):
-            assert arg != f"{name}_solution", (
-                f"{path.name}: `al.exercises.check({name!r}, {arg})` checks the solution as if it were the "
-                f"learner's answer; write `al.exercises.check_solution({name!r}, {name}_solution)`")
             assert "NotImplementedError" in src, (
                 f"{path.name}: a cell calls `al.exercises.check({name!r}, {arg})` but is not a stub (no "
-                "`raise NotImplementedError`). If it is the solution, name the function "
-                f"`{name}_solution` and call `al.exercises.check_solution({name!r}, {name}_solution)`, so "
-                "running it does not replace the learner's function.")
+                "`raise NotImplementedError`); the course's solutions are in solutions/, checked with check_solution")
             names.add(name)
             assert name in al.exercises.EXERCISES, f"{path.name}: unknown exercise {name!r}"
             assert arg == name and _defines(src, name), (
@@ -346,31 +454,52 @@ def test_each_exercise_has_a_stub_and_a_hidden_solution_under_its_own_name(path)
             assert "not attempted" in said and "passed" not in said, (
                 f"{path.name}: the stored verdict of the stub {name!r} must say 'not attempted' (and not "
                 f"'passed'); it says {said.strip()[:160]!r}. Re-run the chapter with tools/run_notebooks.py")
-            sol = code[i + 1] if i + 1 < len(code) else None
-            sol_src = _src(sol) if sol else ""
-            assert re.search(rf'al\.exercises\.check_solution\(\s*["\']{name}["\']\s*,\s*{name}_solution\s*\)',
-                             sol_src), (
-                f"{path.name}: the code cell right after the stub of {name!r} must be its solution: "
-                f'`def {name}_solution(...)` ending with `al.exercises.check_solution("{name}", {name}_solution)`')
-            assert _defines(sol_src, f"{name}_solution"), (
-                f"{path.name}: the solution cell of {name!r} calls check_solution but does not define "
-                f"`def {name}_solution(...)`")
-            clobbered = [n for n in al.exercises.EXERCISES if _defines(sol_src, n)]
-            assert not clobbered, (
-                f"{path.name}: the solution cell of {name!r} (re)defines {clobbered}, the learner's "
-                f"function; rename it with the suffix _solution ({clobbered[0]}_solution)")
-            meta = sol.get("metadata", {})
-            assert "hide-input" in meta.get("tags", []), (
-                f"{path.name}: the solution of {name!r} is not hidden on the site: add the tag 'hide-input'")
-            assert meta.get("jupyter", {}).get("source_hidden"), (
-                f"{path.name}: the solution of {name!r} is not collapsed in JupyterLab: set "
-                '"jupyter": {"source_hidden": true} in its cell metadata')
-            verdict = _outputs_text(sol)
-            assert re.search(rf"✓ {name}: the course's solution passed", verdict), (
-                f"{path.name}: the stored verdict of the solution of {name!r} must read "
-                f"\"✓ {name}: the course's solution passed ...\" (check_solution's verdict); it says "
-                f"{verdict.strip()[:160]!r}. Re-run the chapter with tools/run_notebooks.py")
+            after = cells[i + 1] if i + 1 < len(cells) else {"cell_type": "none", "source": ""}
+            link = SOLUTION_LINK.search(_src(after)) if after["cell_type"] == "markdown" else None
+            assert link and link.group(1) == path.stem, (
+                f"{path.name}: the cell after the stub of {name!r} must be a paragraph linking to its solution, "
+                f"[a page of its own](../solutions/{path.stem}.ipynb)")
     assert names, f"{path.name}: no exercise stubs found"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_the_solutions_notebook_checks_every_exercise_of_its_chapter(path):
+    """solutions/NN_x.ipynb: the setup cell, then for each exercise of the chapter a
+    heading and the solution under its own name (`name_solution`, never the learner's
+    name), checked by check_solution, whose stored verdict says it is the course's solution;
+    stored executed top to bottom like a chapter, and on the site."""
+    sol = ROOT / "solutions" / path.name
+    assert sol.exists(), f"{path.name} has no solutions notebook solutions/{path.name}"
+    assert f"solutions/{path.stem}" in TOC, f"solutions/{path.stem} is not in _toc.yml"
+    code = _code(sol)
+    counts = [c.get("execution_count") for c in code]
+    assert counts == list(range(1, len(code) + 1)), (
+        f"solutions/{path.name}: execution counts {counts} are not 1, 2, 3, ...: run tools/run_notebooks.py on it")
+    silent = [i for i, c in enumerate(code[1:], 1) if not c.get("outputs")]
+    assert not silent, f"solutions/{path.name}: code cells {silent} store no output; nbval would compare nothing there"
+    wanted = [n for n, ex in al.exercises.EXERCISES.items() if ex.chapter == path.stem]
+    found = []
+    for c in code:
+        src = _src(c)
+        for name in re.findall(r'al\.exercises\.check_solution\(\s*["\'](\w+)["\']\s*,\s*(?:\w+)_solution\s*\)', src):
+            found.append(name)
+            assert _defines(src, f"{name}_solution"), f"solutions/{path.name}: {name}: no `def {name}_solution(...)`"
+            clobbered = [n for n in al.exercises.EXERCISES if _defines(src, n)]
+            assert not clobbered, (f"solutions/{path.name}: the solution of {name!r} (re)defines {clobbered}, a "
+                                   f"learner's function; name it {clobbered[0]}_solution")
+            verdict = _outputs_text(c)
+            assert re.search(rf"✓ {name}: the course's solution passed", verdict), (
+                f"solutions/{path.name}: the stored verdict of {name!r} must read \"✓ {name}: the course's solution "
+                f"passed ...\"; it says {verdict.strip()[:160]!r}. Run tools/run_notebooks.py on it")
+        assert not re.search(r"al\.exercises\.check\(", src), (
+            f"solutions/{path.name}: a solution is checked with check_solution, never check (whose verdict "
+            "would pose as a learner's pass)")
+    assert sorted(found) == sorted(wanted), (
+        f"solutions/{path.name} checks {sorted(found)}; the chapter's exercises are {sorted(wanted)}")
+
+
+def test_every_solutions_notebook_belongs_to_a_chapter():
+    assert [p.name for p in SOLUTIONS] == [p.name for p in CHAPTERS]
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
@@ -578,7 +707,7 @@ def rounding_noise(stem: str, text: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
 def test_no_output_prints_rounding_noise(path):
     problems = []
     for i, c in enumerate(_cells(path)):
@@ -627,3 +756,182 @@ def test_setup_cell_tool_keeps_the_chapters_own_code_and_is_idempotent(tmp_path)
     stale = setup_cell.with_setup(own, req="attnlib @ git+https://example.org/old@v0.0.1")
     assert setup_cell.split_setup(stale)[1] == own
     assert setup_cell.with_setup(stale) == first
+
+
+# ------------------------------------------------------------------ evidence blocks (issue 31)
+
+# What a check line is: a line that reports how a claim was checked rather than what was
+# found: a True/False verdict, an asserted bound ("below 1e-12"), a per-seed line or a range
+# over seeds ("0.96 to 1.04"), or progress ("seed 3 done", "tracing ... ..."). A chapter
+# shows its findings; its check lines belong in collapsed evidence blocks (CONTRIBUTING.md).
+CHECK_VERDICT = re.compile(r"(?::|\?|\bis|\bare|\bequal|\bexact\w*|\bsame)\s*(?:True|False)\b"
+                           r"|\b(?:True|False)\s*[.;,)]?\s*$")
+CHECK_BOUND = re.compile(r"(?:<=?|≤|\bbelow|\bunder|\bwithin|\bat most|\bless than)\s*\(?\s*\d+(?:\.\d+)?e[-−]\d+", re.I)
+CHECK_PER_SEED = re.compile(r"\bseeds? \d+\b", re.I)
+CHECK_RANGE = re.compile(r"(?<![\w.])[-−]?\d+(?:\.\d+)?(?:e[-−]?\d+)?%?(?:\s+to\s+|\s*–\s*)[-−]?\d")
+CHECK_PROGRESS = re.compile(r"(?:\.\.\.|…)\s*$|\bdone\b\s*$|^\s*(?:step|epoch)\s+\d+\b", re.I)
+CHECK_LINE_SHARE = 0.10   # at most this share of the lines a chapter prints outside evidence blocks
+
+
+def check_line_kinds(line: str) -> list[str]:
+    """Which kinds of check line ``line`` is (empty: a finding). A range is "a to b" or
+    "a–b" between numbers, but not a change "from a to b"."""
+    kinds = [kind for kind, rx in (("verdict", CHECK_VERDICT), ("bound", CHECK_BOUND), ("seed", CHECK_PER_SEED),
+                                   ("progress", CHECK_PROGRESS)) if rx.search(line)]
+    if any(not re.search(r"\bfrom\b[^,;:]*$", line[:m.start()]) for m in CHECK_RANGE.finditer(line)):
+        kinds.append("range")
+    return kinds
+
+
+def shown_lines(path) -> list[tuple[int, str]]:
+    """(cell index, line) of every line a chapter prints outside evidence blocks, exercise
+    stubs and quizzes: what a learner reads as the chapter's results."""
+    found = []
+    for i, c in enumerate(_cells(path)):
+        if chapter_time.kind(c) != "code":
+            continue
+        for out in c.get("outputs", []):
+            if out.get("output_type") == "stream":
+                text = "".join(out.get("text", ""))
+            elif out.get("output_type") in ("execute_result", "display_data") and not (
+                    out.get("data", {}).keys() & {"image/png", "text/html", WIDGET_MIME}):
+                text = "".join(out.get("data", {}).get("text/plain", ""))
+            else:
+                continue
+            found += [(i, line) for line in text.splitlines() if line.strip()]
+    return found
+
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# Chapters whose checks are still in plain view, until phase 2 of issue 31 moves them into
+# evidence blocks (strict: a converted chapter that passes must be deleted from here).
+CHECKS_IN_VIEW = {stem: "phase 2 of issue 31: per-seed tables, bounds and verdicts into evidence blocks" for stem in (
+    "01_motivation", "04_masking", "05_multihead", "06_transformer_block", "07_cost", "08_long_sequences",
+    "09_learning", "10_inference")}
+
+
+def _evidence_param(path):
+    reason = CHECKS_IN_VIEW.get(path.stem)
+    return pytest.param(path, id=path.stem, marks=[pytest.mark.xfail(strict=True, reason=reason)] if reason else [])
+
+
+@pytest.mark.parametrize("path", [_evidence_param(p) for p in CHAPTERS])
+def test_checks_sit_in_evidence_blocks(path):
+    """At most ~10% of what a chapter prints in view reports how a claim was checked."""
+    lines = shown_lines(path)
+    checks = [(i, line) for i, line in lines if check_line_kinds(line)]
+    allowed = max(1, int(CHECK_LINE_SHARE * len(lines)))
+    print(f"{path.stem}: {len(checks)} of {len(lines)} printed lines outside evidence blocks are check lines "
+          f"({len(checks) / max(len(lines), 1):.0%})")
+    assert len(checks) <= allowed, (
+        f"{path.name}: {len(checks)} of the {len(lines)} lines printed outside evidence blocks are check lines "
+        f"(at most {allowed}): move per-seed tables, bounds, True/False verdicts and progress into a collapsed "
+        "`with al.evidence(...)` cell under the finding (CONTRIBUTING.md, 'Evidence blocks'):\n"
+        + "\n".join(f"  {_where(path, i)}: {line.strip()[:100]}" for i, line in checks[:12]))
+
+
+def test_check_lines_are_told_from_findings():
+    for line in ["largest |formula - autograd| below 1e-14: True", "5 seeds: 0.964 to 1.039", "seed 3 done",
+                 "tracing flash_attention's peak memory at n = 256 ...", "difference < 1e-12: True",
+                 "weights symmetric, one matrix? False", "seed 0: 500 rows", "repeat loss 0.3–1.3 nats",
+                 "largest |attnlib - softmax(scores / √d_head)|: < 1e-10"]:
+        assert check_line_kinds(line), line
+    for line in ["the mean grows from 3.6 to 5.1, the median falls from 2.8 to 0.0007",
+                 "Var(q·k) / d_k, mean of 5 seeds: 1.00 at d_k = 1 and 0.98 at d_k = 1024",
+                 "[[ 0.188 -0.003 -0.014 -0.171]", "from d_k = 16 to 1024, the mean doubles"]:
+        assert not check_line_kinds(line), line
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_nb_id)
+def test_evidence_blocks_are_collapsed_everywhere(path):
+    """An evidence cell (``with al.evidence(...)``, tag ``evidence``) starts collapsed on the
+    site (hide-input, and its output is one closed <details>), in JupyterLab
+    (jupyter.source_hidden, the same closed <details>) and on Colab (cellView form, the same)."""
+    for i, c in enumerate(_cells(path)):
+        src, meta = _src(c), c.get("metadata", {})
+        tagged = "evidence" in meta.get("tags", [])
+        if c["cell_type"] != "code" or not (tagged or "al.evidence(" in src):
+            continue
+        where = f"{_nb_id(path)}, {_where(path, i)}"
+        assert tagged and "al.evidence(" in src, (
+            f"{where}: an evidence cell has the tag 'evidence' and runs its checks in `with al.evidence(...)`; "
+            "tools/run_notebooks.py (or --clean-only) sets the tags and metadata")
+        assert re.match(r"(?:\s*#[^\n]*\n)*\s*with al\.evidence\(", src), (
+            f"{where}: an evidence cell is one `with al.evidence(...):` block (comments above it are fine), so "
+            "that everything it prints is inside the collapsed element")
+        assert "hide-input" in meta.get("tags", []), f"{where}: not collapsed on the site (tag hide-input)"
+        assert meta.get("jupyter", {}).get("source_hidden") is True, f"{where}: not collapsed in JupyterLab"
+        assert meta.get("cellView") == "form", f"{where}: not collapsed on Colab (cellView: form)"
+        outs = c.get("outputs", [])
+        assert outs, f"{where}: stores no output; strict nbval would compare nothing"
+        for out in outs:
+            page = "".join(out.get("data", {}).get("text/html", ""))
+            assert out.get("output_type") == "display_data" and page.startswith('<details class="attnlib-evidence">'), (
+                f"{where}: prints outside its evidence element ({out.get('output_type')}); print inside the `with` block")
+            assert "<details open" not in page and "open>" not in page.split("<summary>")[0], f"{where}: stored open"
+            assert "".join(out["data"].get("text/plain", "")).strip(), f"{where}: no plain text for nbval to compare"
+
+
+# ------------------------------------------------------------------ figures (issue 31)
+
+_DATA_PNG = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
+
+
+def stored_pngs(path) -> list[tuple[str, bytes]]:
+    """Every picture a notebook stores: image/png outputs, PNGs inside HTML outputs (a
+    figure shown with its alt text, an explorer's still) and the explorers' views in the
+    widget state."""
+    import base64
+
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    found = []
+    for i, c in enumerate(nb["cells"]):
+        for out in c.get("outputs", []):
+            data = out.get("data", {})
+            if "image/png" in data:
+                found.append((f"cell {i}", base64.b64decode("".join(data["image/png"]))))
+            for m in _DATA_PNG.finditer("".join(data.get("text/html", ""))):
+                found.append((f"cell {i} (HTML)", base64.b64decode(m.group(1))))
+    state = nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    for key, model in state.get("state", {}).items():
+        for buf in model.get("buffers", []):
+            if buf.get("encoding") == "base64" and buf.get("path") == ["value"] and model["model_name"] == "ImageModel":
+                found.append((f"explorer view {key[:8]}", base64.b64decode(buf["data"])))
+        for value in model.get("state", {}).values():
+            if isinstance(value, str):
+                found += [(f"explorer view {key[:8]}", base64.b64decode(m.group(1))) for m in _DATA_PNG.finditer(value)]
+    return found
+
+
+ZH_NOTEBOOKS = sorted((ROOT / "zh" / "chapters").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + ZH_NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_stored_figures_are_drawn_at_the_courses_resolution(path):
+    """Every stored figure and explorer view is drawn at attnlib.ui.style.FIGURE_DPI (at least
+    110 dpi; the PNG's pHYs chunk says so) and stored as a palette PNG
+    (attnlib.ui.style.figure_png), so that it reads on a wide screen and the notebook stays
+    small. The chapters' setup cells call `al.style.use(...)`, the one place that sets it."""
+    import io
+
+    from PIL import Image
+
+    from attnlib.ui.style import FIGURE_DPI
+
+    assert FIGURE_DPI >= 110
+    wrong = []
+    for where, png in stored_pngs(path):
+        image = Image.open(io.BytesIO(png))
+        dpi = image.info.get("dpi", (0, 0))[0]
+        if dpi < FIGURE_DPI - 0.5 or image.mode != "P" or image.size[0] < 200:
+            wrong.append(f"{where}: {image.size[0]}x{image.size[1]} px, {dpi:.0f} dpi, mode {image.mode}")
+    assert not wrong, (f"{path.relative_to(ROOT)}: figures not drawn at {FIGURE_DPI} dpi as palette PNGs (call "
+                       "`al.style.use(...)` in the setup cell and re-run the notebook):\n  " + "\n  ".join(wrong[:8]))
+    if path.parent.name == "chapters":
+        first = _src(_code(path)[0])
+        assert "al.style.use(" in first and "figure.dpi" not in first, (
+            f"{path.name}: the setup cell sets the figures' look with al.style.use(...), and no dpi of its own")
+
+
+def test_the_chapters_store_figures_to_check():
+    assert sum(len(stored_pngs(p)) for p in CHAPTERS) >= 30

@@ -313,7 +313,7 @@ def test_a_numpy_scalar_query_gets_a_clear_message(fn):
 
 def test_the_kernel_probe_is_invisible_to_a_flop_counter():
     """The one-time probe runs on the first masked call; a learner counting that call's FLOPs
-    (chapter 6) must see the same count as for any later call."""
+    (chapter 7) must see the same count as for any later call."""
     from torch.utils.flop_counter import FlopCounterMode
 
     fast_mod.kernel_verified.cache_clear()

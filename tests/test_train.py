@@ -1,4 +1,4 @@
-"""attnlib.instruments.train: chapter 7's tasks, training loop and measurements."""
+"""attnlib.instruments.train: chapter 9's tasks, training loop and measurements."""
 import math
 
 import numpy as np
@@ -174,8 +174,8 @@ def test_seeded_batches_stack_one_stream_per_seed():
     assert not torch.equal(x[0], x[1])
 
 
-BUILD = {"learned positions, FFN": lambda: GPT(small_cfg(mlp=True)).double(),   # chapter 7
-         "RoPE": lambda: inf.rope_gpt(small_cfg()).double()}                      # chapter 8
+BUILD = {"learned positions, FFN": lambda: GPT(small_cfg(mlp=True)).double(),   # chapter 9
+         "RoPE": lambda: inf.rope_gpt(small_cfg()).double()}                      # chapter 10
 
 
 @pytest.mark.parametrize("kind", list(BUILD))

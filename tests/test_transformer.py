@@ -1,5 +1,5 @@
 """attnlib.models.transformer: LayerNorm, FFN, sinusoidal positions and the post-/pre-LN block,
-checked against torch.nn and against the properties chapter 5 teaches."""
+checked against torch.nn and against the properties chapter 6 teaches."""
 import numpy as np
 import pytest
 import torch
@@ -218,7 +218,7 @@ def test_one_head_loader_with_identity_w_o_is_plain_attention():
 
 
 def test_attention_on_one_token_is_linear_and_the_ffn_is_not():
-    """Chapter 5's reason for the FFN: with one token, attention is x @ W_V @ W_O."""
+    """Chapter 6's reason for the FFN: with one token, attention is x @ W_V @ W_O."""
     p = init_block_params(16, 4, seed=3)
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((2, 1, 16))
@@ -230,7 +230,7 @@ def test_attention_on_one_token_is_linear_and_the_ffn_is_not():
 
 
 def test_post_ln_gradients_grow_toward_the_output_at_initialisation():
-    """Chapter 5's measurement: per-block gradient norms of a 12-block stack at init."""
+    """Chapter 6's measurement: per-block gradient norms of a 12-block stack at init."""
     d, n, depth = 16, 6, 12
     rng = np.random.default_rng(0)
     x = torch.as_tensor(rng.standard_normal((4, n, d)))

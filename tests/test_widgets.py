@@ -59,10 +59,18 @@ def test_still_text_is_stable_for_nbval():
     assert a == b and "Explorer('k': 2 views, 1, 2)" in a
 
 
-def test_explorer_frames_render_at_100_dpi():
+def test_explorer_frames_render_at_the_courses_dpi():
+    import io
+
+    from PIL import Image
+
+    from attnlib.ui.style import FIGURE_DPI
     ex = al.widgets.explorer(_render, [1], description="k")
-    w_px = int.from_bytes(ex.frames[0][16:20], "big")  # PNG IHDR width
-    assert w_px >= 3 * 100 * 0.8, f"a 3-inch figure should be about 300 px wide at 100 dpi, got {w_px}"
+    image = Image.open(io.BytesIO(ex.frames[0]))
+    assert FIGURE_DPI >= 110 and image.info["dpi"][0] >= FIGURE_DPI - 0.5
+    assert image.size[0] >= 3 * FIGURE_DPI * 0.8, (
+        f"a 3-inch figure should be about {3 * FIGURE_DPI} px wide at {FIGURE_DPI} dpi, got {image.size[0]}")
+    assert image.mode == "P", "a stored figure is a palette PNG (attnlib.ui.style.figure_png)"
 
 
 @pytest.mark.parametrize("kind", ["heatmap", "bars"])

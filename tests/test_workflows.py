@@ -156,3 +156,30 @@ def test_set_repository_updates_config_and_package_urls(tmp_path):
     old = CONFIG["repository"]["url"]
     assert "https://ada.github.io/my-course/" in readme and "colab.research.google.com/github/Ada/my-course/" in readme
     assert "mybinder.org/v2/gh/Ada/my-course/" in readme and "/".join(old.split("/")[-2:]) not in readme
+
+
+def test_launch_and_repository_buttons_wait_for_the_repository_address():
+    """Until tools/set_repository.py names the real repository, no page shows a launch,
+    repository or issue button (they would open github.com/OWNER/...); once it does, they
+    are as _config.yml sets them."""
+    sys.path.insert(0, str(ROOT / "tools" / "sphinxext"))
+    try:
+        import attnlib_publish
+    finally:
+        sys.path.pop(0)
+
+    class Config:
+        def __init__(self, url):
+            self.html_theme_options = {"repository_url": url, "use_repository_button": True,
+                                       "use_issues_button": True, "launch_buttons": dict(CONFIG["launch_buttons"])}
+
+    before = Config("https://github.com/OWNER/attention-course")
+    attnlib_publish.hide_buttons_until_published(None, before)
+    assert before.html_theme_options["launch_buttons"] == {}
+    assert not before.html_theme_options["use_repository_button"] and not before.html_theme_options["use_issues_button"]
+    after = Config("https://github.com/Ada/my-course")
+    attnlib_publish.hide_buttons_until_published(None, after)
+    assert after.html_theme_options["launch_buttons"] == CONFIG["launch_buttons"]
+    assert after.html_theme_options["use_repository_button"] and after.html_theme_options["use_issues_button"]
+    assert not attnlib_publish.published("https://github.com/OWNER/x") and attnlib_publish.published(
+        "https://github.com/Ada/my-course")

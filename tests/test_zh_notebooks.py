@@ -11,58 +11,62 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+import chapter_time  # noqa: E402
 import zh_notebooks  # noqa: E402
 
-CHAPTERS = [p.name for p in zh_notebooks.chapter_paths()]
+# every notebook with a Chinese twin, as its path in the repository: the chapters and their
+# solutions notebooks ("chapters/02_qkv.ipynb", "solutions/02_qkv.ipynb")
+NOTEBOOKS = [f"{p.parent.name}/{p.name}" for p in zh_notebooks.notebook_paths()]
+CHAPTERS = [n for n in NOTEBOOKS if n.startswith("chapters/")]
 
 
 def _zh(name: str) -> dict:
-    path = zh_notebooks.ZH_CHAPTERS / name
+    path = ROOT / "zh" / name
     if not path.exists():
         pytest.fail(f"{path.relative_to(ROOT)} is missing: run `make notebooks-zh`")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("name", CHAPTERS)
+@pytest.mark.parametrize("name", NOTEBOOKS)
 def test_chinese_notebook_is_what_the_generator_writes(name):
     """Each cell's source is the generator's translation of the English chapter (a chapter
     or catalogue changed since: `make notebooks-zh`), and every block is translated."""
-    want, errors = zh_notebooks.translate_notebook(zh_notebooks.CHAPTERS / name)
+    want, errors = zh_notebooks.translate_notebook(ROOT / name)
     assert not errors, "untranslated (fill in the catalogues, docs/translating.md):\n" + "\n".join(errors[:30])
     have = _zh(name)
     assert [c["cell_type"] for c in have["cells"]] == [c["cell_type"] for c in want["cells"]], \
-        f"zh/chapters/{name} has other cells than chapters/{name}: run `make notebooks-zh`"
+        f"zh/{name} has other cells than {name}: run `make notebooks-zh`"
     stale = [i for i, (a, b) in enumerate(zip(have["cells"], want["cells"]))
              if zh_notebooks._source(a) != zh_notebooks._source(b)]
-    assert not stale, f"zh/chapters/{name}: cells {stale[:10]} differ from the generator's: run `make notebooks-zh`"
+    assert not stale, f"zh/{name}: cells {stale[:10]} differ from the generator's: run `make notebooks-zh`"
 
 
-@pytest.mark.parametrize("name", CHAPTERS)
+@pytest.mark.parametrize("name", NOTEBOOKS)
 def test_chinese_notebook_is_executed(name):
     """A code cell that shows something in the English chapter shows it in the Chinese one
     (stored outputs: strict nbval compares them, the site renders them)."""
-    en = json.loads((zh_notebooks.CHAPTERS / name).read_text(encoding="utf-8"))
+    en = json.loads((ROOT / name).read_text(encoding="utf-8"))
     zh = _zh(name)
     empty = [i for i, (a, b) in enumerate(zip(en["cells"], zh["cells"]))
              if a["cell_type"] == "code" and a.get("outputs") and not b.get("outputs")]
-    assert not empty, f"zh/chapters/{name}: cells {empty[:10]} have no stored output: run `make notebooks-zh`"
+    assert not empty, f"zh/{name}: cells {empty[:10]} have no stored output: run `make notebooks-zh`"
     assert "widgets" in zh["metadata"] or "widgets" not in en["metadata"], \
-        f"zh/chapters/{name} lacks the explorers' widget state: execute it (make notebooks-zh)"
+        f"zh/{name} lacks the explorers' widget state: execute it (make notebooks-zh)"
 
 
-@pytest.mark.parametrize("name", CHAPTERS)
+@pytest.mark.parametrize("name", NOTEBOOKS)
 def test_chinese_notebook_prints_and_comments_in_chinese(name):
     """No printed line, output or comment of a Chinese notebook has English words, outside
     code, identifiers, numbers and the short list zh_notebooks.ALLOWED_WORDS."""
     left = zh_notebooks.english_left(_zh(name))
-    assert not left, f"zh/chapters/{name}: {len(left)} lines with English:\n" + "\n".join(
+    assert not left, f"zh/{name}: {len(left)} lines with English:\n" + "\n".join(
         f"  cell {i} {kind}: {line[:120]}" for i, kind, line in left[:30])
 
 
 def test_chinese_notebook_sets_the_language_in_its_setup_cell():
     """On Colab or Binder there is no ATTNLIB_LANG: the notebook itself switches attnlib to
     Chinese (checker verdicts, quizzes, figures), right after importing it."""
-    for name in CHAPTERS:
+    for name in NOTEBOOKS:
         first = next(c for c in _zh(name)["cells"] if c["cell_type"] == "code")
         src = zh_notebooks._source(first)
         assert zh_notebooks.SET_LANGUAGE in src and src.index(zh_notebooks.SET_LANGUAGE) > src.index(zh_notebooks.IMPORT), name
@@ -113,3 +117,13 @@ def test_mistakes_are_listed_in_the_current_language():
         al.set_language(before)
     with pytest.raises(KeyError, match="tiled_attention"):
         al.exercises.mistakes("tiled_attention_typo")
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chinese_chapter_states_the_same_time(name):
+    """The time stated under the title (tools/chapter_time.py) is the English chapter's, in
+    the Chinese notebook too: --write changes both the chapter and its catalogue entry."""
+    en = chapter_time.stated(json.loads((ROOT / name).read_text(encoding="utf-8")))
+    zh = chapter_time.stated(_zh(name), chapter_time.STATED_ZH)
+    assert zh == en, (f"zh/{name} states {zh} minutes, the English chapter {en}: run "
+                      "`python tools/chapter_time.py --write`, then `python tools/zh_notebooks.py`")

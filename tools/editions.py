@@ -60,7 +60,8 @@ ZH = {
     },
 }
 # what the Chinese build's source tree links to (everything of the book but the chapters)
-STAGE_SKIP = {".git", ".venv", "_build", "node_modules", "chapters", ZH["notebooks"]}
+STAGE_SKIP = {".git", ".venv", "_build", "node_modules", "chapters", "solutions", ZH["notebooks"]}
+NOTEBOOK_DIRS = ("chapters", "solutions")   # each has its Chinese notebooks under zh/
 
 
 def _merge(into: dict, new: dict) -> None:
@@ -209,9 +210,9 @@ def stage_zh_sources() -> pathlib.Path:
             (src / entry.name).write_text(translated_toc(entry.read_text(encoding="utf-8")), encoding="utf-8")
         elif entry.name not in STAGE_SKIP:
             (src / entry.name).symlink_to(entry)
-    (src / "chapters").mkdir()
-    for en_path in sorted((ROOT / "chapters").glob("*.ipynb")):
-        zh_path = ROOT / ZH["notebooks"] / "chapters" / en_path.name
+    for en_path in [p for folder in NOTEBOOK_DIRS for p in sorted((ROOT / folder).glob("*.ipynb"))]:
+        (src / en_path.parent.name).mkdir(exist_ok=True)
+        zh_path = ROOT / ZH["notebooks"] / en_path.parent.name / en_path.name
         en = json.loads(en_path.read_text(encoding="utf-8"))
         nb = json.loads(zh_path.read_text(encoding="utf-8")) if zh_path.exists() else {"cells": []}
         kinds = lambda book: [c["cell_type"] for c in book["cells"]]  # noqa: E731
@@ -221,7 +222,7 @@ def stage_zh_sources() -> pathlib.Path:
         for zh_cell, en_cell in zip(nb["cells"], en["cells"]):
             if zh_cell["cell_type"] == "markdown":
                 zh_cell["source"] = en_cell["source"]
-        (src / "chapters" / en_path.name).write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+        (src / en_path.parent.name / en_path.name).write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
     return src
 
 
@@ -243,8 +244,8 @@ def build_zh(extra: list[str]) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(work / "_build" / "html", target)
     # the download button gives the page's source: the Chinese notebook itself (prose and all)
-    for nb in sorted((ROOT / ZH["notebooks"] / "chapters").glob("*.ipynb")):
-        shutil.copyfile(nb, target / "_sources" / "chapters" / nb.name)
+    for nb in [p for folder in NOTEBOOK_DIRS for p in sorted((ROOT / ZH["notebooks"] / folder).glob("*.ipynb"))]:
+        shutil.copyfile(nb, target / "_sources" / nb.parent.name / nb.name)
     # GitHub Pages serves the site's root 404.html for every missing address, zh/ included;
     # a second one under zh/ would never be served (and its absolute links are the root's)
     (target / "404.html").unlink(missing_ok=True)

@@ -1,12 +1,17 @@
 """Execute chapter notebooks top to bottom on a fresh kernel and save them with outputs.
 
-    python tools/run_notebooks.py chapters/02_qkv.ipynb [...]   # or no args: every chapter
+    python tools/run_notebooks.py chapters/02_qkv.ipynb [...]   # or no args: every chapter and
+                                                                 #   solutions notebook
     python tools/run_notebooks.py --clean-only [...]             # only the metadata, no run
 
 Outputs and widget state are stored (nbval compares them; the website needs the state);
 volatile metadata (timings, execution ids) is stripped so diffs stay small. Quiz cells
-(their source holds the answer key) and solutions are hidden: on the site (remove-input,
-hide-input) and in JupyterLab and Colab (``jupyter.source_hidden``). Prints each
+(their source holds the answer key) are hidden: on the site (remove-input) and in
+JupyterLab and Colab (``jupyter.source_hidden``). An evidence block (a cell that runs
+``with al.evidence(...)``) gets the tag ``evidence`` and starts collapsed: ``hide-input`` on
+the site, ``jupyter.source_hidden`` in JupyterLab, ``cellView: form`` on Colab (what it
+prints is one closed ``<details>`` element everywhere). (Solutions are not in the chapters
+at all: they are in ``solutions/``, a notebook per chapter, shown as they are.) Prints each
 notebook's wall time and size; fails if a cell raises or a notebook exceeds --max-seconds.
 ``--clean-only`` applies that metadata to the stored notebooks without executing them.
 """
@@ -37,12 +42,14 @@ def clean(nb: nbformat.NotebookNode) -> None:
             if "remove-input" not in tags:
                 tags.append("remove-input")
             cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
-        if cell.cell_type == "code" and "al.exercises.check_solution(" in cell.source:
-            # a solution starts collapsed on the site (hide-input) and in JupyterLab (source_hidden)
+        if cell.cell_type == "code" and "al.evidence(" in cell.source:
+            # an evidence block: the checks under a finding, collapsed wherever it is read
             tags = cell.metadata.setdefault("tags", [])
-            if "hide-input" not in tags:
-                tags.append("hide-input")
+            for tag in ("evidence", "hide-input"):
+                if tag not in tags:
+                    tags.append(tag)
             cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+            cell.metadata["cellView"] = "form"
         cell.metadata.pop("execution", None)
         cell.metadata.pop("ExecuteTime", None)
         cell.pop("id", None)
@@ -51,6 +58,7 @@ def clean(nb: nbformat.NotebookNode) -> None:
 
 def run(path: pathlib.Path, timeout: int) -> tuple[float, int]:
     nb = nbformat.read(path, as_version=4)
+    nb.metadata.pop("widgets", None)  # a fresh run stores its own (none, when no explorer is left)
     t0 = time.perf_counter()
     NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
@@ -67,7 +75,7 @@ def main() -> int:
     ap.add_argument("--max-seconds", type=float, default=60.0, help="fail a notebook slower than this")
     ap.add_argument("--clean-only", action="store_true", help="only set the metadata; execute nothing")
     a = ap.parse_args()
-    paths = a.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    paths = a.notebooks or sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb"))
     if a.clean_only:
         for p in paths:
             nb = nbformat.read(p, as_version=4)

@@ -5,7 +5,9 @@
 Sets ``repository: url`` in ``_config.yml`` (launch buttons, repository button, and the
 site's address https://OWNER.github.io/REPO/ derived from it), the project URLs of
 ``pyproject.toml`` and the README's links (the site, the Colab and Binder badges), and
-refreshes the notebooks' setup cell when the tool for it exists.
+refreshes the notebooks' setup cell (which gains its install line) and the Chinese
+notebooks when the tools for them exist. Until this has run, the site shows no launch,
+repository or issue button (tools/sphinxext/attnlib_publish.py).
 """
 from __future__ import annotations
 
@@ -44,8 +46,11 @@ def set_repository(url: str, root: pathlib.Path = ROOT) -> None:
         text = text.replace("/".join(old_url.split("/")[-2:]), "/".join(url.split("/")[-2:]))
         readme.write_text(text)
     setup_cell = root / "tools" / "setup_cell.py"
-    if setup_cell.exists():
+    if setup_cell.exists():  # the notebooks' setup lines gain their install line
         subprocess.run([sys.executable, str(setup_cell)], cwd=root, check=True)
+    zh_notebooks = root / "tools" / "zh_notebooks.py"
+    if zh_notebooks.exists() and (root / "zh").is_dir():  # and so do the Chinese notebooks' (outputs kept)
+        subprocess.run([sys.executable, str(zh_notebooks)], cwd=root, check=True)
 
 
 if __name__ == "__main__":

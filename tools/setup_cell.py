@@ -1,6 +1,6 @@
 """Write (or refresh) the setup lines at the top of every chapter's first code cell.
 
-    python tools/setup_cell.py                  # every chapter in chapters/
+    python tools/setup_cell.py                  # every chapter in chapters/ and solutions/
     python tools/setup_cell.py chapters/02_qkv.ipynb
     python tools/setup_cell.py --check          # exit 1 (and say which) if any is stale
 
@@ -11,6 +11,11 @@ install the course's own version, quietly, from the published repository:
 ``attnlib[notebook,torch] @ git+<repository url>@v<version>``, with the URL from
 _config.yml (``repository: url``) and the version from pyproject.toml. On Colab they also
 turn on its support for ipywidgets 8 (the explorers).
+
+Until a publisher sets the repository (``tools/set_repository.py``; ``_config.yml`` ships with
+the placeholder ``https://github.com/OWNER/...``) there is nothing to install from, so the
+lines hold no install command: where attnlib is missing they stop with a message that says
+what to do. ``set_repository.py`` rewrites them with the install line.
 
 The lines sit between two marker comments; running the tool again replaces what is
 between them and keeps the chapter's own imports below. Only the source changes: the
@@ -38,6 +43,15 @@ if importlib.util.find_spec("attnlib") is None:  # not installed here: install t
 if "google.colab" in sys.modules:  # Colab shows ipywidgets 8 (the explorers) through this
     importlib.import_module("google.colab.output").enable_custom_widget_manager()
 {end}'''
+# before the repository is set: nothing to install from yet
+TEMPLATE_UNPUBLISHED = '''{begin}
+import importlib.util, sys
+if importlib.util.find_spec("attnlib") is None:  # not installed, and nothing published to install from
+    raise ModuleNotFoundError("attnlib is not installed: run this notebook in the course's environment (make venv), "
+                              "or publish the course first (tools/set_repository.py adds an install line here)")
+if "google.colab" in sys.modules:  # Colab shows ipywidgets 8 (the explorers) through this
+    importlib.import_module("google.colab.output").enable_custom_widget_manager()
+{end}'''
 
 
 def repository_url(root: pathlib.Path = ROOT) -> str:
@@ -58,10 +72,30 @@ def requirement(root: pathlib.Path = ROOT) -> str:
     return f"attnlib[notebook,torch] @ git+{repository_url(root)}@v{version(root)}"
 
 
+def published(root: pathlib.Path = ROOT) -> bool:
+    """Whether _config.yml names the course's real repository (not the placeholder)."""
+    sys.path.insert(0, str(ROOT / "tools" / "sphinxext"))
+    try:
+        from attnlib_publish import published as named
+    finally:
+        sys.path.pop(0)
+    return named(repository_url(root))
+
+
 def setup_lines(req: str | None = None) -> str:
-    """The setup lines (no trailing newline); ``req`` replaces the requirement (tests
-    install from the local checkout this way)."""
+    """The setup lines (no trailing newline): with the install line when the repository is
+    set, or when ``req`` gives the requirement (tests install from the local checkout this
+    way); without it before publication."""
+    if req is None and not published():
+        return TEMPLATE_UNPUBLISHED.format(begin=BEGIN, end=END)
     return TEMPLATE.format(begin=BEGIN, end=END, requirement=req or requirement())
+
+
+def variants() -> list[str]:
+    """Both forms of the setup lines (before and after publication): the Chinese catalogue
+    holds the text of both (tools/zh_notebooks.py)."""
+    return [TEMPLATE.format(begin=BEGIN, end=END, requirement=requirement()),
+            TEMPLATE_UNPUBLISHED.format(begin=BEGIN, end=END)]
 
 
 def split_setup(source: str) -> tuple[str | None, str]:
@@ -101,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("notebooks", nargs="*", type=pathlib.Path)
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a chapter is stale")
     a = ap.parse_args(argv)
-    paths = a.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    paths = a.notebooks or sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb"))
     stale = [p for p in paths if refresh(p, check=a.check)]
     for p in stale:
         print(f"{p}: {'setup lines missing or stale' if a.check else 'setup lines written'}")

@@ -1,4 +1,5 @@
-"""The Chinese notebooks: ``zh/chapters/NN_x.ipynb``, generated from ``chapters/NN_x.ipynb``.
+"""The Chinese notebooks: ``zh/chapters/NN_x.ipynb``, generated from ``chapters/NN_x.ipynb``
+(and ``zh/solutions/NN_x.ipynb`` from the solutions companion ``solutions/NN_x.ipynb``).
 
     python tools/zh_notebooks.py                 # write zh/chapters/*.ipynb (sources only; the
                                                  #   outputs of unchanged cells are kept)
@@ -22,6 +23,10 @@ A Chinese notebook is its English chapter with
   literals of ``print(...)`` calls, quizzes (``al.quiz.question``), figure text, explorer
   labels and ``# i18n`` lines. Identifiers, code and numbers are unchanged.
 
+A chapter's solutions notebook takes its prose from ``locales/zh_CN/LC_MESSAGES/solutions/NN_x.po``
+and its code cells' text from the chapter's code-cell catalogue (the solutions were written
+with the chapter).
+
 An f-string's message is the literal's own text with its fields verbatim
 (``f"{n} pairs, max {err:.1e}"`` -> msgid ``"{n} pairs, max {err:.1e}"``, flag
 ``python-brace-format``), and its translation must carry exactly the same fields.
@@ -42,6 +47,7 @@ import tokenize
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
+SOLUTIONS = ROOT / "solutions"       # each chapter's solutions notebook (same file name)
 ZH_CHAPTERS = ROOT / "zh" / "chapters"
 PROSE = ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters"
 CODE = ROOT / "attnlib" / "i18n" / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters"
@@ -226,7 +232,7 @@ def shown_literals(tree: ast.AST, lines: list[str], *, replaceable_only: bool = 
                 add(kw[key])
             for key in LIST_KEYWORDS & kw.keys():
                 add(kw[key])
-            if name in ("Markdown", "HTML") and node.args:
+            if name in ("Markdown", "HTML", "evidence") and node.args:  # al.evidence("what it holds")
                 add(node.args[0])
     kept: list[ast.expr] = []   # shown, but data too: translated where drawn (attnlib)
     for node in ast.walk(tree):   # the lines marked "# i18n"
@@ -494,6 +500,16 @@ def chapter_paths() -> list[pathlib.Path]:
     return sorted(CHAPTERS.glob("*.ipynb"))
 
 
+def notebook_paths() -> list[pathlib.Path]:
+    """The chapters, then their solutions notebooks: every notebook with a Chinese one."""
+    return chapter_paths() + sorted(SOLUTIONS.glob("*.ipynb"))
+
+
+def zh_path(path: pathlib.Path) -> pathlib.Path:
+    """The Chinese notebook of ``chapters/NN_x.ipynb`` or ``solutions/NN_x.ipynb``."""
+    return ROOT / "zh" / path.parent.name / path.name
+
+
 def _source(cell) -> str:
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
@@ -505,7 +521,7 @@ def _as_lines(text: str) -> list[str]:
 def translate_notebook(path: pathlib.Path) -> tuple[dict, list[str]]:
     """The Chinese notebook of a chapter (outputs as in the English one) and the errors."""
     nb = json.loads(path.read_text(encoding="utf-8"))
-    prose = read_catalogue(PROSE / f"{path.stem}.po")
+    prose = read_catalogue(PROSE.parent / path.parent.name / f"{path.stem}.po")
     code = code_catalogue(path.stem)
     phrases = i18n_phrases([_source(c) for c in nb["cells"] if c["cell_type"] == "code"])
     errors: list[str] = []
@@ -550,7 +566,7 @@ def generate(paths: list[pathlib.Path], *, check: bool = False) -> int:
     bad = 0
     for path in paths:
         nb, errors = translate_notebook(path)
-        target = ZH_CHAPTERS / path.name
+        target = zh_path(path)
         for e in errors:
             print(f"untranslated: {e}", file=sys.stderr)
         if errors:
@@ -600,7 +616,7 @@ def _po_string(s: str) -> str:
 def collect() -> dict[str, dict[str, tuple[bool, list[str]]]]:
     """``{"chapters/02_qkv": {message: (is_fstring, [places])}, "chapters/common": ...}``."""
     catalogues: dict[str, dict[str, tuple[bool, list[str]]]] = {}
-    for path in chapter_paths():
+    for path in notebook_paths():   # a solutions notebook's code shares its chapter's catalogue
         nb = json.loads(path.read_text(encoding="utf-8"))
         for i, cell in enumerate(nb["cells"]):
             if cell["cell_type"] != "code":
@@ -609,7 +625,16 @@ def collect() -> dict[str, dict[str, tuple[bool, list[str]]]]:
                 domain = f"chapters/{COMMON if setup else path.stem}"
                 msgs = catalogues.setdefault(domain, {})
                 f, places = msgs.get(msg, (False, []))
-                msgs[msg] = (f or is_f, places + [f"chapters/{path.name}:cell{i}:{line}"])
+                msgs[msg] = (f or is_f, places + [f"{path.parent.name}/{path.name}:cell{i}:{line}"])
+    # the setup lines in both their forms, before and after publication (tools/setup_cell.py):
+    # the notebooks hold one of them, the catalogue the text of both
+    sys.path.insert(0, str(ROOT / "tools"))
+    import setup_cell
+    for variant in setup_cell.variants():
+        for msg, is_f, line, _setup in code_messages(variant):
+            msgs = catalogues.setdefault(f"chapters/{COMMON}", {})
+            f, places = msgs.get(msg, (False, []))
+            msgs[msg] = (f or is_f, places + [f"tools/setup_cell.py:{line}"])
     return catalogues
 
 
@@ -640,7 +665,7 @@ def main() -> int:
     if a.pot:
         write_pots(a.pot)
         return 0
-    paths = [p.resolve() for p in a.chapters] or chapter_paths()
+    paths = [p.resolve() for p in a.chapters] or notebook_paths()
     return generate(paths, check=a.check)
 
 

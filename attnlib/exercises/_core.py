@@ -87,8 +87,8 @@ def check(name: str, fn: Callable, seed: int | None = None) -> CheckResult:
 def check_solution(name: str, fn: Callable, seed: int | None = None) -> CheckResult:
     """Check the course's solution ``fn`` of exercise ``name``, labelled as the solution.
 
-    The hidden solution cell under each stub defines ``<name>_solution`` (so it never
-    replaces the learner's function) and calls this. The verdict says that it checked
+    Each chapter's solutions notebook (``solutions/NN_x.ipynb``) defines
+    ``<name>_solution`` (so it never replaces the learner's function) and calls this. The verdict says that it checked
     the solution, so after "Run All" nobody reads it as their own pass. It runs through
     exactly the same machinery as :func:`check`, and does not count on the hint ladder.
 

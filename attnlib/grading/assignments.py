@@ -6,9 +6,11 @@
 
 Each chapter notebook is copied with:
 
-- **solutions removed**: every cell that checks a solution (``check_solution``), and any
-  later code cell that uses a removed ``*_solution`` function (with the sentence ending
-  in ":" that introduces it);
+- **no way to the solutions**: the course keeps them out of the chapters, in a notebook per
+  chapter (``solutions/``), which no assignment includes; the paragraph under each exercise
+  that links to it is removed. (A chapter of your own that still holds solution cells loses
+  every cell that checks a solution, ``check_solution``, and any later code cell that uses a
+  removed ``*_solution`` function, with the sentence ending in ":" that introduces it.)
 - **hidden answers removed**: every ``<details>`` block whose summary is "Answer" (a
   block whose summary asks a question, "Answer: why ...?", keeps its question as a
   paragraph);
@@ -16,7 +18,7 @@ Each chapter notebook is copied with:
   question and its choices (no feedback, no marked answer) and a cell in which the
   student writes a letter, ``al.assignments.answer("q1", "B")``;
 - **stubs and checks kept**, so the checker still gives its feedback while the student
-  works; the prose that promised a hidden solution says what the assignment does instead,
+  works; the prose that promised a solution says what the assignment does instead,
   and a note at the top tells the student what to do and hand in;
 - in Chinese (``--lang zh``), the prose from the book's catalogues
   (``locales/zh_CN/LC_MESSAGES/chapters/``), the code cells from the Chinese notebook
@@ -115,7 +117,7 @@ ASKED = N_("**Question.** {question}")
 # Sentences of the chapters that promise what an assignment does not have, and what it says instead
 REWRITES = {
     "Fill in each function, run its cell, and read the checker's verdict: it names the common mistakes it "
-    "recognises and says how to fix them. A solution is hidden below each exercise.":
+    "recognises and says how to fix them. Each exercise links to its solution, on a page of its own.":
         N_("Fill in each function, run its cell, and read the checker's verdict: it names the common mistakes "
            "it recognises and says how to fix them. This assignment has no solutions; your teacher grades "
            "your functions."),
@@ -124,6 +126,7 @@ REWRITES = {
            "your notebook is graded."),
 }
 _SUMMARY = re.compile(r"<summary>\s*(.*?)\s*</summary>", re.S)
+_SOLUTION_LINK = re.compile(r"\]\((?:\.\./)?solutions/[\w.-]+\.ipynb(?:#[\w-]*)?\)")  # a link to a solutions page
 
 
 def _md():
@@ -168,6 +171,7 @@ class _Prose:
     def __init__(self, catalogue: dict[str, str], lang: str):
         self.catalogue, self.lang, self.md = catalogue, lang, _md()
         self.missing: list[str] = []
+        self.links = 0   # paragraphs that linked to a solution, removed
 
     def _t(self, english: str) -> str:
         if self.lang == "en":
@@ -222,6 +226,10 @@ class _Prose:
                 continue
             parent = tokens[i - 1] if i else None
             english = tok.content.replace("\n", " ").strip()
+            if _SOLUTION_LINK.search(tok.content) and tok.map:  # the way to a solution: removed
+                edits.append((tok.map[0], tok.map[1], ""))
+                self.links += 1
+                continue
             if parent is not None and parent.type in ("th_open", "td_open"):
                 continue  # table cells: done per row below
             span = tok.map or (parent.map if parent is not None else None)
@@ -292,8 +300,9 @@ def build(chapter: pathlib.Path, lang: str = "en") -> tuple[dict, dict]:
 
     Returns:
         ``(notebook, report)``: the notebook as a dict (nbformat 4), and what was
-        removed (``solutions``, ``dependent``, ``answers``, ``questions``) and which
-        prose had no translation (``untranslated``, empty when complete).
+        removed (``links`` to the solutions, and in a chapter that holds them ``solutions`` and
+        the ``dependent`` cells that use them; ``answers``; ``questions``) and which prose had
+        no translation (``untranslated``, empty when complete).
     """
     from ..i18n import set_language
     chapter = pathlib.Path(chapter)
@@ -303,7 +312,7 @@ def build(chapter: pathlib.Path, lang: str = "en") -> tuple[dict, dict]:
     set_language(lang)
     try:
         prose = _Prose(_prose_catalogue(chapter, lang), lang)
-        cells, report = [], {"solutions": 0, "dependent": 0, "answers": 0, "questions": 0}
+        cells, report = [], {"links": 0, "solutions": 0, "dependent": 0, "answers": 0, "questions": 0}
         solutions: set[str] = set()
         for cell in nb["cells"]:
             src = "".join(cell["source"])
@@ -339,6 +348,7 @@ def build(chapter: pathlib.Path, lang: str = "en") -> tuple[dict, dict]:
         heading = 1 if cells and cells[0]["cell_type"] == "markdown" else 0
         cells.insert(heading, banner)
         report["untranslated"] = prose.missing
+        report["links"] = prose.links
     finally:
         set_language(before)
     for c in cells:
@@ -403,8 +413,9 @@ def write(chapters: list[pathlib.Path], out: pathlib.Path, lang: str = "en", *, 
         target.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         written.append(target)
         if not quiet:
-            print(f"{target}  ({report['solutions']} solutions, {report['dependent']} cells using them, "
-                  f"{report['answers']} hidden answers removed; {report['questions']} questions; "
+            print(f"{target}  ({report['links']} links to solutions, {report['solutions']} solutions, "
+                  f"{report['dependent']} cells using them, {report['answers']} hidden answers removed; "
+                  f"{report['questions']} questions; "
                   f"{time.perf_counter() - t0:.1f} s)", flush=True)
     return written
 

@@ -13,7 +13,7 @@ sees the inputs only, never a reference output, and what it sends back is plain 
 The transport's own failures (the runner's worker past its time or CPU limit, a crash, an
 answer that is not a frame) are given to the plan as ``_wire.Outcome.failure(...)``.
 
-One thing crosses the other way besides inputs: an exercise's ``extra_check`` (chapter 6's
+One thing crosses the other way besides inputs: an exercise's ``extra_check`` (chapter 7's
 peak-memory test) runs next to the student's function, but its module, which holds the
 reference solutions, is not in the sandbox. It is sent pickled *by value* (cloudpickle):
 the check's own code and the helpers it calls, nothing else of the module (checked by

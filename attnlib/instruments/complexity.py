@@ -1,4 +1,4 @@
-"""Measuring the cost of attention (chapter 6 helpers): time, peak memory, fitted exponents.
+"""Measuring the cost of attention (the helpers of chapters 7 and 8): time, peak memory, fitted exponents.
 
 These are the measurement tools the chapter uses, kept here so that each notebook cell
 shows one idea. Peak memory is measured with :mod:`tracemalloc`, which sees NumPy's

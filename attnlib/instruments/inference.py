@@ -1,4 +1,4 @@
-"""Attention at inference (chapter 8): a key/value cache, greedy generation with and
+"""Attention at inference (chapter 10): a key/value cache, greedy generation with and
 without it, chunked prefill, grouped-query decoding and the cache's memory.
 
 A decoder generates one token at a time. Without a cache, step ``t`` runs the model on all
@@ -19,7 +19,7 @@ right (:func:`attnlib.causal_mask` with ``align="lower_right"``); the default
 * :func:`generate` - greedy decoding, with or without the cache.
 * :func:`grouped_attention` - grouped-query attention without copying key/value heads.
 * :func:`kv_cache_bytes` - the cache's size for a model configuration.
-* :func:`rope_gpt` - chapter 7's model with rotary position embeddings
+* :func:`rope_gpt` - chapter 9's model with rotary position embeddings
   (:class:`RotarySelfAttention`) instead of a position table.
 """
 from __future__ import annotations
@@ -314,7 +314,7 @@ def _bytes_per_number(dtype):
 
 
 class RotarySelfAttention(CausalSelfAttention):
-    """Chapter 7's causal self-attention with rotary position embeddings on ``q`` and ``k``.
+    """Chapter 9's causal self-attention with rotary position embeddings on ``q`` and ``k``.
 
     Each call's ``L`` tokens are rotated by their absolute positions ``S0, ..., S0 + L - 1``,
     where ``S0`` is the length of ``past_kv`` (0 without a cache), so cached keys, rotated
@@ -343,7 +343,7 @@ class RotarySelfAttention(CausalSelfAttention):
 
 
 def rope_gpt(cfg: GPTConfig, *, base: float = 10000.0) -> GPT:
-    """Chapter 7's :class:`attnlib.models.gpt.GPT` with RoPE in every attention layer and no
+    """Chapter 9's :class:`attnlib.models.gpt.GPT` with RoPE in every attention layer and no
     position table (``pos="none"``): positions enter only through the rotation of ``q``
     and ``k``, so scores depend on relative positions.
 

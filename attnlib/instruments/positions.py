@@ -1,16 +1,16 @@
-"""Positions beyond the training length (chapter 8): a model run as if its tokens stood later
+"""Positions beyond the training length (chapter 10): a model run as if its tokens stood later
 in the sequence, and what a copying model does at every position of a long input.
 
 A model trained on sequences of ``L_train`` tokens has seen the positions ``0 ... L_train - 1``
 and, between a query and a key, the offsets ``0 ... L_train - 1``. On a longer input it meets
 positions it never saw (the untrained rows of a learned position table) or offsets it never
-saw (with RoPE, whose scores depend on offsets only). Chapter 8 measures what a copying
+saw (with RoPE, whose scores depend on offsets only). Chapter 10 measures what a copying
 model does then, with two instruments:
 
 * :func:`logits_from` - the logits of tokens placed at positions ``start, start + 1, ...``
   with nothing before them (a cache of ``start`` positions that no query may see);
 * :func:`position_profile` - at every position of a batch, the accuracy where the next token
-  can be copied and what the heads do there, measured per query by chapter 7's instruments
+  can be copied and what the heads do there, measured per query by chapter 9's instruments
   (:func:`attnlib.instruments.train.prev_token_weight`, :func:`attnlib.instruments.train.induction_weight`,
   :func:`attnlib.instruments.train.seen_before`).
 

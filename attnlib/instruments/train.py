@@ -1,4 +1,4 @@
-"""Chapter 7's instruments, which chapter 8 uses too: the tasks, a training loop that trains
+"""Chapter 9's instruments, which chapter 10 uses too: the tasks, a training loop that trains
 several seeds at once (:func:`train_seeds`) with a live loss curve, and the measurements taken
 on a trained :class:`attnlib.models.gpt.GPT` (head scores, ablation, gradient statistics).
 

@@ -1,6 +1,6 @@
 """The attention kernels: one file per concept, each with a plain path that reads like the
 formula (``softmax.py``, ``masks.py``, ``attention.py``, ``multihead.py``, ``rope.py``) and
-the exact or approximate variants of chapter 6 (``flash.py``, ``sparse.py``, ``linear.py``,
+the exact or approximate variants of chapters 7 and 8 (``flash.py``, ``sparse.py``, ``linear.py``,
 ``performer.py``, ``ring.py``). ``_fast.py`` holds the fused fast path and the one place it
 is chosen; ``_array.py`` and ``_shared.py`` the array-API plumbing and the input checks
 every kernel shares; ``devices.py`` the device choice.

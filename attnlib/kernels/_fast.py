@@ -77,7 +77,7 @@ def fused_attention(q, k, v, attn_mask, is_causal, scale):
     """Attention by the fused kernel, ``(N..., L, Ev)``, or None where the plain path must
     compute it. Bad input raises attnlib's errors (the checks of
     :func:`attnlib.kernels._shared.check_attention_args`), as on the plain path."""
-    if not is_torch(q) or in_vmap(q):  # (torch.func.vmap, seeds trained together in chapter 7:
+    if not is_torch(q) or in_vmap(q):  # (torch.func.vmap, seeds trained together in chapter 9:
         return None  # the fused CPU kernels have no vmap batching rule)
     out = _unchecked(q, k, v, attn_mask, is_causal, scale)  # the hot path: a few us on top of torch
     if out is not None:

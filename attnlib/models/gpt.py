@@ -1,9 +1,9 @@
-"""A small decoder-only Transformer (a GPT) built on attnlib's attention (chapter 7).
+"""A small decoder-only Transformer (a GPT) built on attnlib's attention (chapter 9).
 
 After nanoGPT's ``model.py``: a config dataclass, three modules and a forward pass that
 fits on a screen. Every attention layer calls :func:`attnlib.scaled_dot_product_attention`
 (torch's fused kernel when the weights are not needed, attnlib's plain path when they
-are), so what the course taught in chapters 2-5 is what trains here.
+are), so what the course taught in chapters 2-6 is what trains here.
 
 * :class:`GPTConfig` - sizes and the three switches the chapter trains with: positions
   (``"learned"``, ``"sinusoidal"`` or ``"none"``), LayerNorm placement (``"pre"``,
@@ -11,10 +11,10 @@ are), so what the course taught in chapters 2-5 is what trains here.
 * :class:`CausalSelfAttention` - ``h`` heads with ``(d_model, d_model)`` matrices used as
   ``x @ w`` (the course's convention, so :func:`attnlib.multi_head_attention` with the
   same matrices gives the same result). ``project`` returns the per-head ``q, k, v``;
-  ``attend`` attends queries to *given* keys and values. A key/value cache (chapter 8)
+  ``attend`` attends queries to *given* keys and values. A key/value cache (chapter 10)
   therefore needs no change to the model: ``forward(x, past_kv=(k, v), attn_mask=...)``
   prepends the cached keys and values and returns the new ones.
-* :class:`Block` - attention and an optional feed-forward network (chapter 5's FFN, the
+* :class:`Block` - attention and an optional feed-forward network (chapter 6's FFN, the
   class :class:`MLP`), each on a residual path, with post-LN, pre-LN or no LayerNorm.
 * :class:`GPT` - token and position embeddings, ``num_layers`` blocks, the unembedding.
   ``forward(idx, return_weights=True)`` also returns every layer's attention weights;
@@ -41,7 +41,7 @@ from torch.nn import functional as F
 
 from ..kernels._array import check_token_ids
 from ..kernels.attention import scaled_dot_product_attention
-from .transformer import sinusoidal_positional_encoding  # chapter 5's table, the one sin/cos table
+from .transformer import sinusoidal_positional_encoding  # chapter 6's table, the one sin/cos table
 
 __all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "GPT", "next_token_loss"]
 
@@ -59,7 +59,7 @@ class GPTConfig:
         num_layers: number of blocks. Default: ``2``.
         num_heads: heads per attention layer; must divide ``d_model``. Default: ``4``.
         d_model: width of the residual stream. Default: ``64``.
-        mlp: add a ``d_model -> 4 d_model -> d_model`` GELU feed-forward network (chapter 5's
+        mlp: add a ``d_model -> 4 d_model -> d_model`` GELU feed-forward network (chapter 6's
             FFN) to every block.
             Default: ``False`` (an attention-only model).
         pos: ``"learned"`` (a trained table), ``"sinusoidal"`` (the fixed table of
@@ -174,7 +174,7 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """The position-wise feed-forward network (chapter 5's FFN) ``gelu(x @ w1 + b1) @ w2 + b2``,
+    """The position-wise feed-forward network (chapter 6's FFN) ``gelu(x @ w1 + b1) @ w2 + b2``,
     width ``4 d_model``."""
 
     def __init__(self, cfg: GPTConfig):

@@ -1,4 +1,4 @@
-"""A small Transformer block around :func:`attnlib.multi_head_attention` (chapter 5).
+"""A small Transformer block around :func:`attnlib.multi_head_attention` (chapter 6).
 
 What is here, each a few lines:
 

@@ -30,12 +30,13 @@ import html
 from typing import Callable, Sequence
 
 from ..i18n import N_, _, join_list
+from .style import FIGURE_DPI
 
 __all__ = ["Explorer", "explorer", "RUN_HINT"]
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 RUN_HINT = N_("Run this cell to explore")
-DPI = 100  # 10-pt text is 14 px tall at 1x; annotations (9-10 pt) at least 12 px
+DPI = FIGURE_DPI  # the course's one resolution (attnlib.ui.style): 10-pt text is 17 px tall
 
 _STILL_CSS = f"""
 .jp-OutputArea:has(.attnlib-explorer) .attnlib-explorer-still,
@@ -98,7 +99,7 @@ def explorer(render: Callable, values: Sequence, *, description: str, labels: Se
         labels: text for each value on the control. Default: ``str(value)``.
         control: ``"slider"`` (an integer slider over the positions, its readout showing
             the label) or ``"buttons"`` (toggle buttons). Default: ``"slider"``.
-        dpi: resolution of the PNGs; 100 keeps 9-pt text at 12 px and notebooks small.
+        dpi: resolution of the PNGs. Default: ``DPI``, the course's ``FIGURE_DPI`` (120).
             Default: ``100``.
         initial: index of the view shown first. Default: ``0``.
 

@@ -8,8 +8,12 @@ sample of markup.py); Playwright drives Chromium. For every chapter:
   source (the answer key: ``True`` beside the right choice);
 * Run All on a fresh kernel (the same command as the Run menu) leaves no error output;
 * the explorers are live (the still is hidden) and each responds to its control;
-* no exercise shows "passed" except the course's solutions ("the course's solution
-  passed"), and every stub says "not attempted";
+* every evidence block (``with al.evidence(...)``) shows neither its code nor its lines, only
+  its closed "Evidence" element, before and after Run All;
+* no exercise shows "passed" (a chapter holds no solution: each stub says "not attempted"
+  and is followed by a link to the chapter's solutions notebook);
+* each solutions notebook (solutions/, opened from the same server) runs, and every verdict
+  in it says "the course's solution passed";
 * in the chapter with the softmax exercise, a wrong answer typed into the stub gets the
   catalogued mistake's message; screenshots of that exercise and of a quiz with its
   answer open go to _build/screenshots/.
@@ -43,6 +47,7 @@ from markup import sample_notebook
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCE = pathlib.Path(os.environ.get("ATTNLIB_CHAPTERS", ROOT / "chapters"))
 CHAPTERS = sorted(SOURCE.glob("*.ipynb"))
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 SHOTS = ROOT / "_build" / "screenshots"
 CHROMIUM = os.environ.get("ATTNLIB_CHROMIUM", "/usr/bin/chromium")
 RUN_ALL_LIMIT_MS = 420_000  # one chapter on a loaded 2-core machine (about 30 s when idle)
@@ -83,6 +88,18 @@ VISIBLE_QUIZ_KEYS = f"""() => {NOTEBOOK}.content.widgets.filter(c => c.model.typ
     const shown = !!(editor && editor.offsetParent !== null && editor.getBoundingClientRect().height > 0);
     return {{shown: shown && /\\bTrue\\b/.test(src), start: src.trim().slice(0, 80)}};
 }})"""
+# evidence cells (``with al.evidence(...)``): is the editor on screen, and is each evidence
+# element (a <details>) closed
+EVIDENCE = f"""() => {NOTEBOOK}.content.widgets.filter(c => c.model.type === 'code'
+        && c.model.sharedModel.getSource().includes('al.evidence(')).map(c => {{
+    const editor = c.node.querySelector('.jp-InputArea-editor');
+    const details = Array.from(c.node.querySelectorAll('details.attnlib-evidence'));
+    return {{shown: !!(editor && editor.offsetParent !== null && editor.getBoundingClientRect().height > 0),
+             details: details.length, open: details.filter(d => d.open).length,
+             start: c.model.sharedModel.getSource().trim().slice(0, 60)}};
+}})"""
+VERDICTS = """() => Array.from(document.querySelectorAll('.attnlib-check')).map(
+    e => ({cls: e.className, text: e.innerText.split('\\n')[0]}))"""
 RAW_MARKUP = ("```{", "{dropdown}", "{cite}", "{prf:", "{note}", ":::", "{numref}", "{eq}")
 EXPLORERS = """() => {
     const boxes = Array.from(document.querySelectorAll('.attnlib-explorer'));
@@ -118,9 +135,12 @@ def lab(tmp_path_factory):
         pytest.fail(f"no notebooks in {SOURCE}")
     base = tmp_path_factory.mktemp("jupyterlab")
     work = base / "work"
-    work.mkdir()
+    (work / "chapters").mkdir(parents=True)   # as in the repository: a chapter links to ../solutions/
+    (work / "solutions").mkdir()
     for p in CHAPTERS:
-        shutil.copy(p, work / p.name)
+        shutil.copy(p, work / "chapters" / p.name)
+    for p in SOLUTIONS:
+        shutil.copy(p, work / "solutions" / p.name)
     nbformat.write(sample_notebook(), work / "markup_sample.ipynb")
     settings = base / "settings"
     # every cell stays in the page (no windowing), no news or update pop-ups
@@ -252,7 +272,7 @@ def _move_each_explorer(page) -> list[str]:
 def test_chapter_in_jupyterlab(lab, browser, path):
     url, work, _ = lab
     n_explorers = _explorer_cells(path)
-    page = _open(browser, url, path.name)
+    page = _open(browser, url, f"chapters/{path.name}")
     try:
         # ---- as opened (untrusted, outputs as stored): stills, no raw markup
         raw = _raw_markup(page)
@@ -272,6 +292,8 @@ def test_chapter_in_jupyterlab(lab, browser, path):
                 f"{path.name} before running: {n_explorers} explorers should each show a still picture and "
                 f"'Run this cell to explore', and no widget error: {state}")
 
+        _evidence_collapsed(page, path)
+
         # ---- Run All on a fresh kernel
         started = time.monotonic()
         _run_all(page)
@@ -290,13 +312,18 @@ def test_chapter_in_jupyterlab(lab, browser, path):
             problems = _move_each_explorer(page)
             assert not problems, f"{path.name}: {problems}"
 
-        # ---- verdicts: only the course's solutions say "passed"
-        verdicts = page.evaluate("""() => Array.from(document.querySelectorAll('.attnlib-check')).map(
-            e => ({cls: e.className, text: e.innerText.split('\\n')[0]}))""")
+        _evidence_collapsed(page, path)
+
+        # ---- verdicts: nothing passed (no solution in a chapter); a link to the solutions
+        verdicts = page.evaluate(VERDICTS)
         stubs = [v for v in verdicts if "attnlib-check-not_attempted" in v["cls"]]
         assert stubs, f"{path.name}: no stub says 'not attempted' after Run All: {verdicts}"
-        posing = [v["text"] for v in verdicts if "passed" in v["text"] and "the course's solution" not in v["text"]]
-        assert not posing, f"{path.name}: a verdict says 'passed' for an exercise nobody attempted: {posing}"
+        posing = [v["text"] for v in verdicts if "passed" in v["text"]]
+        assert not posing, f"{path.name}: a verdict says 'passed' in a chapter, which holds no solution: {posing}"
+        links = page.evaluate(f"""() => Array.from(document.querySelectorAll('.jp-MarkdownCell a'))
+            .map(a => a.getAttribute('href')).filter(h => h && h.includes('solutions/{path.name}'))""")
+        assert len(links) == len(stubs), (
+            f"{path.name}: {len(stubs)} exercises but {len(links)} links to solutions/{path.name} in JupyterLab")
         assert not _raw_markup(page)
 
         # ---- a wrong answer in the softmax stub gets its catalogued message; screenshots
@@ -304,6 +331,35 @@ def test_chapter_in_jupyterlab(lab, browser, path):
             c => c.model.sharedModel.getSource().includes('al.exercises.check("softmax", softmax)'))""")
         if has_softmax:
             _wrong_answer_and_screenshots(page, path)
+    finally:
+        _close(page)
+
+
+def _evidence_collapsed(page, path) -> None:
+    blocks = page.evaluate(EVIDENCE)
+    wanted = sum("al.evidence(" in "".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                 if c["cell_type"] == "code")
+    assert len(blocks) == wanted, f"{path.name}: JupyterLab shows {len(blocks)} evidence cells, the notebook has {wanted}"
+    wrong = [b for b in blocks if b["shown"] or b["details"] != 1 or b["open"]]
+    assert not wrong, (f"{path.name}: evidence blocks not collapsed in JupyterLab (their code on screen, or their "
+                       f"element missing or open): {wrong[:3]}")
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_solutions_notebook_in_jupyterlab(lab, browser, path):
+    """The solutions of a chapter, as a learner opens them from its link: Run All on a fresh
+    kernel, no error, and every verdict says it checked the course's solution."""
+    url, _, _ = lab
+    page = _open(browser, url, f"solutions/{path.name}")
+    try:
+        _run_all(page)
+        errors = page.evaluate(ERRORS)
+        assert not errors, f"solutions/{path.name}: Run All stopped on an error: {errors[0]}"
+        verdicts = page.evaluate(VERDICTS)
+        names = [n for n, ex in al.exercises.EXERCISES.items() if ex.chapter == path.stem]
+        assert len(verdicts) == len(names) and all("the course's solution passed" in v["text"] for v in verdicts), (
+            f"solutions/{path.name}: every one of the {len(names)} exercises should say \"the course's solution "
+            f"passed\": {verdicts}")
     finally:
         _close(page)
 

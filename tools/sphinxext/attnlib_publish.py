@@ -12,6 +12,11 @@ url``). From that one setting this extension derives, unless they are set explic
   addresses at any depth, so its links are absolute and start with the site's path).
 
 Set ``sphinx: config: html_baseurl`` in ``_config.yml`` to publish somewhere else.
+
+Until a publisher sets the repository (``tools/set_repository.py``; the course ships with the
+placeholder ``https://github.com/OWNER/...``), the launch buttons (Binder, Colab, JupyterHub)
+and the repository and issue buttons are left out of every page: they would open a
+repository that does not exist.
 """
 from __future__ import annotations
 
@@ -23,6 +28,26 @@ from sphinx.config import Config
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
+
+
+PLACEHOLDER_OWNER = "OWNER"   # the owner in _config.yml's repository url until a publisher sets it
+
+
+def published(repository_url: str) -> bool:
+    """Whether ``repository_url`` names a real repository (not ``https://github.com/OWNER/...``)."""
+    m = re.fullmatch(r"https://github\.com/([^/]+)/[^/]+?/?", (repository_url or "").strip())
+    return bool(repository_url) and not (m and m.group(1) == PLACEHOLDER_OWNER)
+
+
+def hide_buttons_until_published(app: Sphinx, config: Config) -> None:
+    """No launch, repository or issue button while the repository url is the placeholder."""
+    opts = config.html_theme_options if config.html_theme_options is not None else {}
+    if published(opts.get("repository_url", "")):
+        return
+    opts["launch_buttons"] = {}
+    for key in ("use_repository_button", "use_issues_button", "use_edit_page_button"):
+        opts[key] = False
+    config.html_theme_options = opts
 
 
 def pages_url(repository_url: str) -> str:
@@ -60,4 +85,5 @@ def derive_addresses(app: Sphinx, config: Config) -> None:
 
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", derive_addresses, priority=100)
+    app.connect("config-inited", hide_buttons_until_published, priority=100)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,312 @@
+"""Chapter 9 exercises beyond the generic contract (tests/test_exercises_contract.py): the
+catalogues the issue asks for, correct answers written in other ways, mistakes written
+independently, and the references against attnlib.instruments.train and torch."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlib.instruments import train as T
+from attnlib.exercises import EXERCISES, check
+
+
+def test_catalogues_cover_the_issue_mistakes():
+    need = {"diagonal", "future", "sum"}
+    # in prev_token_score the swapped read w[i - 1, i] averages the same entries as the future
+    # diagonal w[i, i + 1]: one mistake, the swap as its variant
+    assert need | {"includes_first"} <= {m.key for m in EXERCISES["prev_token_score"].mistakes}
+    assert EXERCISES["prev_token_score"].mistake("future").variants
+    assert need | {"transposed", "duplicate_token", "includes_first_copy"} <= {
+        m.key for m in EXERCISES["induction_score"].mistakes}
+    assert {"unshifted_targets", "off_by_one_start"} <= {m.key for m in EXERCISES["repeat_loss"].mistakes}
+
+
+# --- correct answers written in other ways pass ------------------------------------
+
+def prev_loop(weights):
+    w = np.asarray(weights)
+    L = w.shape[-1]
+    return sum(w[..., i, i - 1] for i in range(1, L)) / (L - 1)
+
+
+def prev_torch(weights):
+    return torch.diagonal(torch.as_tensor(weights, dtype=torch.float32), offset=-1, dim1=-2, dim2=-1).mean(-1)
+
+
+def induction_diagonal(weights, period):
+    return np.diagonal(weights, offset=1 - period, axis1=-2, axis2=-1)[..., 1:].mean(-1)
+
+
+def induction_loop(weights, period):
+    L = weights.shape[-1]
+    return np.mean([weights[..., i, i - period + 1] for i in range(period, L)], axis=0)
+
+
+def repeat_loss_torch(logits, seq, period):
+    lg, s = torch.as_tensor(logits), torch.as_tensor(seq)
+    loss = F.cross_entropy(lg.transpose(1, 2), s[:, 1:], reduction="none")  # (N, L - 1)
+    return loss[:, period - 1:].mean().item()
+
+
+# (attnlib.instruments.train.prev_token_score is the library's own answer: refused, issue 20;
+# tests/test_exercises_contract.py::test_a_borrowed_answer_is_refused_whatever_name_reaches_it)
+@pytest.mark.parametrize("name,fn", [("prev_token_score", prev_loop), ("prev_token_score", prev_torch),
+                                     ("induction_score", induction_diagonal), ("induction_score", induction_loop),
+                                     ("repeat_loss", repeat_loss_torch)])
+def test_equivalent_correct_answers_pass(name, fn):
+    res = check(name, fn)
+    assert res.passed, res.message
+
+
+@pytest.mark.parametrize("name,fn", [("prev_token_score", T.prev_token_score),
+                                     ("induction_score", T.induction_score)])
+def test_the_chapters_own_instruments_are_refused(name, fn):
+    """attnlib.instruments.train computes these scores for the chapter: calling it is the library's answer
+    (issue 20), though it used to pass as an 'equivalent' answer."""
+    res = check(name, fn)
+    assert res.mistake == "library_shortcut", res.message
+
+
+# --- mistakes written independently of the catalogue are still recognised ------------
+
+@pytest.mark.parametrize("name,fn,key", [
+    ("prev_token_score", lambda w: np.diagonal(w, axis1=-2, axis2=-1).mean(-1), "diagonal"),
+    ("prev_token_score", lambda w: np.diagonal(w, offset=-1, axis1=-2, axis2=-1).sum(-1), "sum"),
+    ("prev_token_score", lambda w: np.diagonal(w, offset=1, axis1=-2, axis2=-1).mean(-1), "future"),
+    ("prev_token_score", lambda w: np.diagonal(np.swapaxes(w, -1, -2), offset=-1, axis1=-2, axis2=-1).mean(-1),
+     "future"),
+    ("induction_score", lambda w, p: np.diagonal(w, offset=-p, axis1=-2, axis2=-1).mean(-1), "duplicate_token"),
+    ("induction_score", lambda w, p: np.diagonal(w, offset=1 - p, axis1=-2, axis2=-1).mean(-1),
+     "includes_first_copy"),
+    ("repeat_loss", lambda lg, s, p: F.cross_entropy(torch.as_tensor(lg).transpose(1, 2),
+                                                     torch.as_tensor(s)[:, :-1], reduction="none")[:, p - 1:].mean().item(),
+     "unshifted_targets"),
+    ("repeat_loss", lambda lg, s, p: F.cross_entropy(torch.as_tensor(lg).transpose(1, 2),
+                                                     torch.as_tensor(s)[:, 1:]).item(), "includes_first_copy"),
+])
+def test_independently_written_mistakes_are_recognised(name, fn, key):
+    res = check(name, fn)
+    assert res.mistake == key, res.message
+
+
+# --- the references agree with the chapter's instruments -----------------------------
+
+def test_references_agree_with_attnlib_train():
+    rng = np.random.default_rng(0)
+    w = rng.random((2, 3, 10, 10))
+    np.testing.assert_allclose(EXERCISES["prev_token_score"].reference(w), T.prev_token_score(w))
+    np.testing.assert_allclose(EXERCISES["induction_score"].reference(w, 4), T.induction_score(w, 4))
+
+
+def test_repeat_loss_reference_equals_the_models_repeat_loss():
+    from attnlib.models import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=16, context_length=16)).double()
+    seq = T.repeated_blocks(4, 6, length=16, vocab_size=16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits = model(seq[:, :-1]).numpy()
+    ours = EXERCISES["repeat_loss"].reference(logits, seq.numpy(), 6)
+    assert ours == pytest.approx(T.copy_losses(model, seq, 6)["repeat"], rel=1e-6)
+
+
+def test_perfect_heads_score_one():
+    L, period = 10, 4
+    prev = np.eye(L, k=-1)
+    prev[0, 0] = 1.0
+    assert EXERCISES["prev_token_score"].reference(prev) == pytest.approx(1.0)
+    ind = np.zeros((L, L))
+    ind[np.arange(period, L), np.arange(period, L) - period + 1] = 1.0
+    assert EXERCISES["induction_score"].reference(ind, period) == pytest.approx(1.0)
+
+
+# --- cases that vary per check, the issue's wrong answers, the ladder (issue 20) -------------
+
+from exercise_catalogue import asked_twice, catalogue_problems, passes_every_seed  # noqa: E402
+
+
+def log_softmax_np(lg):
+    z = lg - lg.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+NAMES = ["prev_token_score", "induction_score", "repeat_loss", "ablate_head"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_catalogue_holds_on_every_draw_of_the_cases(name):
+    problems = catalogue_problems(EXERCISES[name])
+    assert not problems, problems[:5]
+
+
+@pytest.mark.parametrize("name,fn,key", [
+    # np.diagonal's default axes are the first two: shape (9,) instead of (4,) for (4, 9, 9)
+    ("prev_token_score", lambda w: np.diagonal(w, -1).mean(-1), "diagonal_default_axes"),
+    ("prev_token_score", lambda w: w.diagonal(-1).mean(-1), "diagonal_default_axes"),
+    ("induction_score", lambda w, p: np.diagonal(w, 1 - p)[..., 1:].mean(-1), "diagonal_default_axes"),
+    # i - 1 = -1 for i = 0 reads the last key
+    ("prev_token_score", lambda w: np.mean([w[..., i, i - 1] for i in range(w.shape[-1])], axis=0), "wraps_around"),
+    ("prev_token_score", lambda w: (w * np.roll(np.eye(w.shape[-1]), -1, axis=1)).sum(-1).mean(-1), "wraps_around"),
+    # no log-softmax: a negative loss
+    ("repeat_loss", lambda lg, s, p: -np.take_along_axis(lg, s[:, 1:, None], -1)[..., 0][:, p - 1:].mean(),
+     "no_log_softmax"),
+    # the chapter-2 trap: log(exp(l) / sum exp(l)) is NaN at logits near 1000
+    ("repeat_loss", lambda lg, s, p: -np.take_along_axis(np.log(np.exp(lg) / np.exp(lg).sum(-1, keepdims=True)),
+                                                         s[:, 1:, None], -1)[..., 0][:, p - 1:].mean(),
+     "log_softmax_overflow"),
+    ("repeat_loss", lambda lg, s, p: -torch.log(torch.exp(torch.as_tensor(lg)) / torch.exp(torch.as_tensor(lg)).sum(
+        -1, keepdim=True)).gather(-1, torch.as_tensor(s)[:, 1:, None])[..., 0][:, p - 1:].mean().item(),
+     "log_softmax_overflow"),
+    # a slice for the batch and fancy indices for positions and targets: (N, N, L - 1)
+    ("repeat_loss", lambda lg, s, p: -log_softmax_np(lg)[:, np.arange(lg.shape[1]), s[:, 1:]][..., p - 1:].mean(),
+     "batch_index_mixed"),
+])
+def test_the_issues_wrong_answers_are_named(name, fn, key):
+    res = check(name, fn)
+    assert res.mistake == key, res.message
+
+
+def test_no_log_softmax_says_the_loss_is_negative():
+    msg = EXERCISES["repeat_loss"].mistake("no_log_softmax").message
+    assert "negative" in msg and "never" in msg
+
+
+def test_default_axes_message_names_the_axes_and_the_fix_shows_them():
+    r, shown = asked_twice("prev_token_score", lambda w: np.diagonal(w, -1).mean(-1))
+    assert "FIRST two axes" in r.message and "axis1=-2, axis2=-1" in shown
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_every_draw_has_logits_near_1000_and_a_case_without_a_causal_mask(seed):
+    cases = EXERCISES["repeat_loss"].all_cases(seed)
+    assert any(np.asarray(c.args[0]).min() > 900 for c in cases)
+    for name in ("prev_token_score", "induction_score"):
+        w = [np.asarray(c.args[0]) for c in EXERCISES[name].all_cases(seed)]
+        assert any(np.triu(x, 1).any() for x in w)          # a head that also looks ahead
+        assert any(x.ndim >= 3 for x in w) and any(x.ndim == 2 for x in w)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_stubs_say_the_input_is_numpy(name):
+    stub = EXERCISES[name].stub
+    assert "NumPy" in stub and "torch.as_tensor" in stub
+
+
+def test_repeat_loss_does_not_answer_its_question():
+    """Which positions count is the question the chapter asks: the stub and prompt do not say."""
+    ex = EXERCISES["repeat_loss"]
+    for text in (ex.stub, ex.prompt):
+        assert "period - 1" not in text and "t = period" not in text
+
+
+# --- ablate_head: the chapter's ablation, written by the learner --------------------------
+
+def ablate_torch(heads, w_o, head):
+    h = torch.as_tensor(heads).clone()
+    h[:, head] = 0
+    N, H, L, dh = h.shape
+    return h.transpose(1, 2).reshape(N, L, H * dh) @ torch.as_tensor(w_o)
+
+
+def ablate_rows_of_w_o(heads, w_o, head):  # zeroing the head's rows of W_O is the same
+    dh = heads.shape[-1]
+    w = w_o.copy()
+    w[head * dh:(head + 1) * dh] = 0
+    return np.concatenate(list(np.moveaxis(heads, 1, 0)), axis=-1) @ w
+
+
+def ablate_einsum(heads, w_o, head):
+    N, H, L, dh = heads.shape
+    keep = (np.arange(H) != head).astype(float)
+    return np.einsum("nhld,h,hdm->nlm", heads, keep, w_o.reshape(H, dh, -1))
+
+
+def ablate_float32(heads, w_o, head):
+    return ablate_torch(np.asarray(heads, np.float32), np.asarray(w_o, np.float32), head)
+
+
+@pytest.mark.parametrize("fn", [ablate_torch, ablate_rows_of_w_o, ablate_einsum, ablate_float32])
+def test_ablate_head_correct_answers_pass(fn):
+    res = check("ablate_head", fn)
+    assert res.passed, res.message
+
+
+def test_ablate_head_reference_is_the_models_ablation():
+    from attnlib.models import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=16, context_length=8, num_layers=1, num_heads=4, d_model=16)
+    attn = GPT(cfg).double().blocks[0].attn
+    x = torch.randn(2, 8, 16, dtype=torch.float64)
+    q, k, v = attn.project(x)
+    heads = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn.scale)
+    attn.ablated = {2}
+    want = attn.attend(q, k, v, is_causal=True)
+    got = EXERCISES["ablate_head"].reference(heads.detach().numpy(), attn.w_o.detach().numpy(), 2)
+    np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
+def _join(heads):  # (N, h, L, d_head) -> (N, L, h * d_head), head k in columns k * d_head ...
+    return np.concatenate([heads[:, i] for i in range(heads.shape[1])], axis=-1)
+
+
+def ablate_nothing(heads, w_o, head):
+    return _join(heads) @ w_o
+
+
+def ablate_a_token(heads, w_o, head):
+    h = heads.copy()
+    h[:, :, head] = 0                      # axis 2 is the tokens
+    return _join(h) @ w_o
+
+
+def ablate_output_columns(heads, w_o, head):
+    out = _join(heads) @ w_o
+    d_head = heads.shape[-1]
+    out[..., head * d_head:(head + 1) * d_head] = 0
+    return out
+
+
+def ablate_reshape_only(heads, w_o, head):
+    h = torch.as_tensor(heads).clone()
+    h[:, head] = 0
+    N, H, L, dh = h.shape
+    return h.reshape(N, L, H * dh) @ torch.as_tensor(w_o)   # tokens mixed
+
+
+def ablate_deleted(heads, w_o, head):
+    kept = [heads[:, i] for i in range(heads.shape[1]) if i != head]
+    return np.concatenate(kept, axis=-1) @ w_o[: len(kept) * heads.shape[-1]]
+
+
+def ablate_rescaled(heads, w_o, head):
+    return ablate_torch(heads, w_o, head) * heads.shape[1] / (heads.shape[1] - 1)
+
+
+def ablate_no_w_o(heads, w_o, head):
+    h = heads.copy()
+    h[:, head] = 0
+    return _join(h)
+
+
+def ablate_in_place(heads, w_o, head):
+    heads[:, head] = 0                     # the caller's array
+    return _join(heads) @ w_o
+
+
+@pytest.mark.parametrize("fn,key", [(ablate_nothing, "not_ablated"), (ablate_a_token, "zeroed_token"),
+                                    (ablate_output_columns, "zeroed_output_columns"),
+                                    (ablate_reshape_only, "merge_without_transpose"),
+                                    (ablate_deleted, "deleted_head"), (ablate_rescaled, "rescaled"),
+                                    (ablate_no_w_o, "forgot_w_o"), (ablate_in_place, "mutates")],
+                         ids=lambda v: v if isinstance(v, str) else v.__name__)
+def test_ablate_head_mistakes_written_independently_are_named(fn, key):
+    res = check("ablate_head", fn)
+    assert res.mistake == key, res.message
+
+
+def test_other_correct_answers_pass_on_every_draw():
+    assert not passes_every_seed(EXERCISES["repeat_loss"], repeat_loss_torch, seeds=range(10))
+    assert not passes_every_seed(EXERCISES["prev_token_score"], prev_torch, seeds=range(10))
+    assert not passes_every_seed(EXERCISES["induction_score"], induction_loop, seeds=range(10))
+    assert not passes_every_seed(EXERCISES["ablate_head"], ablate_float32, seeds=range(10))
