@@ -63,10 +63,12 @@ PAGES = discover_pages()
 
 # ------------------------------------------------------------------------------ helpers
 
+# MathJax typesets the page once at start-up (and the widgets' labels as they render);
+# typesetting the whole page again would also render the hidden MathML it writes for screen
+# readers (its MathML input finds those <math> elements), nesting a second formula in each
 WAIT_FOR_MATHJAX = """async () => {
     if (!window.MathJax || !MathJax.startup || !MathJax.startup.promise) return false;
     await MathJax.startup.promise;
-    if (MathJax.typesetPromise) await MathJax.typesetPromise();
     return true;
 }"""
 
