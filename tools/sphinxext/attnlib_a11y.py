@@ -11,6 +11,9 @@ axe-core (tests/browser/test_accessibility.py) finds wrong, fixed where it is wr
 - **The bibliography's entries** are list items: docutils gives them the role
   ``doc-biblioentry``, which DPUB-ARIA 1.1 deprecates (axe-core: ``aria-deprecated-role``,
   and its list then "has children which are not allowed", ``aria-required-children``).
+
+It also links the course's PDF in the edition's language (``make pdf``, tools/pdf.py) from
+every page's download menu, beside the page's own files.
 """
 from __future__ import annotations
 
@@ -22,6 +25,9 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 
 TEMPLATES = pathlib.Path(__file__).parent / "templates" / "a11y"
+# the course as one PDF per edition, at the root of the edition (tools/pdf.py writes them)
+PDF_NAMES = {"en": "self-attention-measured.pdf", "zh": "self-attention-measured-zh.pdf"}
+PDF_LABEL = {"en": "The whole course (.pdf)", "zh": "整门课程（.pdf）"}
 
 
 def use_templates(app: Sphinx, config: Config) -> None:
@@ -55,11 +61,28 @@ def depart_citation(self, node) -> None:
         self.body.append("</div>\n")
 
 
+def edition(language: str | None) -> str:
+    return "zh" if (language or "en").lower().startswith("zh") else "en"
+
+
+def link_the_pdf(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Add the course's PDF to the download menu (sphinx-book-theme's "download-buttons"
+    group, filled at priority 501)."""
+    lang = edition(app.config.language)
+    for group in context.get("header_buttons", []):
+        if group.get("label") == "download-buttons":
+            group["buttons"].append({
+                "type": "link", "url": context["pathto"](PDF_NAMES[lang], 1), "text": PDF_LABEL[lang],
+                "tooltip": PDF_LABEL[lang], "icon": "fas fa-book", "label": "download-course-pdf-button",
+            })
+
+
 def setup(app: Sphinx) -> dict:
     from myst_nb.sphinx_ import HideCodeCellNode
 
     app.setup_extension("myst_nb")
     app.connect("config-inited", use_templates)
+    app.connect("html-page-context", link_the_pdf, priority=502)
     app.add_node(HideCodeCellNode, override=True, html=(visit_hidden_cell, depart_hidden_cell))
     app.add_node(nodes.citation, override=True, html=(visit_citation, depart_citation))
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
