@@ -46,7 +46,7 @@ help:
 	@echo "make publish    build the site and push it to the gh-pages branch (PUBLISH_REMOTE=origin)"
 	@echo "make dist       build attnlib's sdist and wheel into dist/"
 	@echo "make gettext    extract the English messages into _build/gettext/ (after changing a chapter),"
-	@echo "make update-po  then merge them into the Chinese catalogues (README, 'Translating')"
+	@echo "make update-po  then merge them into the Chinese catalogues (docs/translating.md)"
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -131,9 +131,9 @@ pdf: venv chromium fonts
 	@test -f _build/html/index.html -a -f _build/html/zh/index.html || $(MAKE) --no-print-directory book-check
 	ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python tools/pdf.py
 
-# Translating (README): `make gettext` writes the English messages of the book (Sphinx's
+# Translating (docs/translating.md): `make gettext` writes the English messages of the book (Sphinx's
 # gettext builder) and of attnlib (tools/i18n_extract.py) to _build/gettext/; `make
-# update-po` merges them into locales/zh_CN and attnlib/locales/zh_CN (sphinx-intl):
+# update-po` merges them into locales/zh_CN and attnlib/i18n/locales/zh_CN (sphinx-intl):
 # new messages come in empty, changed ones marked fuzzy, and tests/test_i18n.py names both.
 gettext: venv
 	$(BIN)/python tools/editions.py gettext
@@ -229,10 +229,10 @@ notebooks-zh: venv fonts
 	ATTNLIB_LANG=zh ATTNLIB_I18N_STRICT=1 $(BIN)/python tools/run_notebooks.py --max-seconds 180 zh/chapters/*.ipynb
 
 # Teaching (appendix/teaching.md): the chapters as student notebooks, without solutions
-# or answers, executed once; then `python -m attnlib.grade SUBMISSIONS/ --out REPORT/`
+# or answers, executed once; then `python -m attnlib.grading.grade SUBMISSIONS/ --out REPORT/`
 assignments: venv
-	$(BIN)/python -m attnlib.assignments --lang en --out _build/assignments/en
-	$(BIN)/python -m attnlib.assignments --lang zh --out _build/assignments/zh
+	$(BIN)/python -m attnlib.grading.assignments --lang en --out _build/assignments/en
+	$(BIN)/python -m attnlib.grading.assignments --lang zh --out _build/assignments/zh
 
 # The teacher's tools end to end: student notebooks (no solution text survives), and a
 # synthetic class (honest and hostile notebooks) graded in sandboxes, its report opened in

@@ -12,29 +12,37 @@ Shape symbols used in every docstring and shape comment::
 
 The names below are the public API (``al.softmax``, ``al.flash_attention``, ...) and the
 submodules every chapter uses (``al.exercises``, ``al.quiz``, ``al.widgets``, ``al.plots``).
-The measuring instruments of single chapters are submodules that are not re-exported:
-import them by name, e.g. ``from attnlib import motivation`` (chapter 1), ``scaling``
-(chapter 3), ``transformer`` (chapter 5), ``complexity`` (chapter 6), ``model`` (the small
-GPT of chapters 7 and 8: ``from attnlib.model import GPT, GPTConfig``), ``train`` (chapter
-7's tasks, training loop and head scores) and ``inference`` (chapter 8: KV cache,
-generation, cache sizes).
+
+The package's folders are its layers; each imports only the layers above it in this list
+(``tests/test_layout.py`` fails on an import cycle or an import the wrong way):
+
+============== =====================================================================
+``i18n``       the language of what attnlib shows, and its message catalogues
+``kernels``    attention itself: softmax, masks, attention, multi-head, RoPE, and the
+               exact or approximate variants (flash, sparse, linear, performer, ring)
+``models``     the Transformer block (chapter 5) and the small GPT (chapters 7 and 8)
+``instruments`` the chapters' measuring helpers, imported by name, not re-exported:
+               ``from attnlib.instruments import motivation as mo`` (chapter 1),
+               ``scaling`` (3), ``complexity`` (6), ``train`` (7), ``inference`` and
+               ``positions`` (8)
+``ui``         plots, explorers, quizzes and diagrams
+``exercises``  the checker, its data model, each chapter's catalogue of exercises and
+               the process that runs a learner's code
+``grading``    the teacher's tools: student notebooks, the sandboxed grader, reports
+============== =====================================================================
 
 The text attnlib shows (quizzes, checker verdicts, explorer labels, figure titles) is in
 English or Chinese: ``al.set_language("zh")``, or ``ATTNLIB_LANG=zh`` (:mod:`attnlib.i18n`).
 """
-from . import exercises, plots, quiz, widgets
-from .attention import scaled_dot_product_attention
-from .devices import default_device, to_device
+from . import exercises
 from .i18n import get_language, set_language, tr
-from .flash import attention_state, flash_attention, online_softmax_merge
-from .linear import elu_feature_map, linear_attention
-from .masks import causal_mask, padding_mask
-from .multihead import multi_head_attention, repeat_kv
-from .performer import performer_feature_map, random_feature_attention, random_projection
-from .ring import ring_attention_distributed, ring_attention_simulated, ring_schedule, shard_bounds, shard_parts
-from .rope import apply_rope
-from .softmax import masked_softmax, softmax
-from .sparse import sliding_window_attention, sliding_window_mask, sliding_window_pairs
+from .kernels import (apply_rope, attention_state, causal_mask, default_device, elu_feature_map, flash_attention,
+                      linear_attention, masked_softmax, multi_head_attention, online_softmax_merge, padding_mask,
+                      performer_feature_map, random_feature_attention, random_projection, repeat_kv,
+                      ring_attention_distributed, ring_attention_simulated, ring_schedule,
+                      scaled_dot_product_attention, shard_bounds, shard_parts, sliding_window_attention,
+                      sliding_window_mask, sliding_window_pairs, softmax, to_device)
+from .ui import plots, quiz, widgets
 
 __all__ = [
     "softmax", "masked_softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
@@ -51,5 +59,5 @@ __all__ = [
 def __getattr__(name):  # ``al.assignments`` (the answer cells of an assignment), imported when first used
     if name == "assignments":
         import importlib
-        return importlib.import_module(".assignments", __name__)
+        return importlib.import_module(".grading.assignments", __name__)
     raise AttributeError(f"module 'attnlib' has no attribute {name!r}")

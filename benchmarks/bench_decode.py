@@ -1,11 +1,11 @@
 """Decode time per generated token with and without the KV cache (chapter 8).
 
-Model: :class:`attnlib.model.GPT` with 4 layers, 8 heads, ``d_model = 256`` and an MLP,
+Model: :class:`attnlib.models.gpt.GPT` with 4 layers, 8 heads, ``d_model = 256`` and an MLP,
 random weights (timing does not depend on them). For each sequence length ``S`` we time
 producing the token after ``S`` tokens:
 
 * **with the cache**: one token's projections and one query against ``S`` cached keys
-  (:func:`attnlib.inference.extend` on a cache prefilled with ``S - 1`` tokens);
+  (:func:`attnlib.instruments.inference.extend` on a cache prefilled with ``S - 1`` tokens);
 * **without**: a full causal forward pass over all ``S`` tokens.
 
 The two are timed interleaved (``_timing.compare``); the table gives both medians, their
@@ -29,9 +29,9 @@ CFG = dict(vocab_size=256, context_length=4096, num_layers=4, num_heads=8, d_mod
 def run(device="cpu"):
     import torch
 
-    from attnlib import inference as inf
-    from attnlib.complexity import fit_exponent
-    from attnlib.model import GPT, GPTConfig
+    from attnlib.instruments import inference as inf
+    from attnlib.instruments.complexity import fit_exponent
+    from attnlib.models import GPT, GPTConfig
 
     from ._timing import compare
 

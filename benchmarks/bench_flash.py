@@ -2,7 +2,7 @@
 
 * CPU (NumPy, float32): plain is ``al.scaled_dot_product_attention`` (its plain path
   builds the ``(n, n)`` scores and their exponentials); flash is ``al.flash_attention``
-  with its **default** ``block_size`` (chosen in ``attnlib.flash.default_block_size``).
+  with its **default** ``block_size`` (chosen in ``attnlib.kernels.flash.default_block_size``).
   Peak memory is traced with ``tracemalloc`` (NumPy reports its allocations to it)
   in a separate call from the timing. With one BLAS thread (``--threads 1``) the time is
   this thread's CPU time (``time.thread_time``), which other processes on a busy machine
@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 import attnlib as al
-from attnlib.complexity import peak_memory
-from attnlib.flash import default_block_size
+from attnlib.instruments.complexity import peak_memory
+from attnlib.kernels.flash import default_block_size
 
 from ._timing import compare_min
 
@@ -94,7 +94,7 @@ def run_cpu(ns=NS):
 def run_cuda(ns=NS):
     import torch
 
-    from attnlib.attention import _attention
+    from attnlib.kernels.attention import _attention
 
     from array_api_compat import array_namespace
 

@@ -1,4 +1,4 @@
-"""Student notebooks (``python -m attnlib.assignments``): no solution and no hidden answer
+"""Student notebooks (``python -m attnlib.grading.assignments``): no solution and no hidden answer
 survives, in either language; stubs, checks and questions are all there; the Chinese
 prose is complete; and an executed assignment opens clean.
 
@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from attnlib import assignments
+from attnlib.grading import assignments
 from attnlib.grading import course
 from attnlib.i18n import set_language, tr, translations
 

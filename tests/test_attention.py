@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import attnlib as al
-from attnlib import _fast as fast_mod
-from attnlib import attention as attention_mod
+from attnlib.kernels import _fast as fast_mod
+from attnlib.kernels import attention as attention_mod
 from conftest import CUDA, DEVICES, ref_sdpa, ref_weights, to_np
 
 # (L, S, E, Ev, scale): a single token, a square case, L != S both ways with E != Ev.
@@ -120,7 +120,7 @@ def test_fully_masked_row_gives_zeros(rng, device, kind, return_weights):
 
 
 def test_torch_sdpa_gives_zeros_for_fully_masked_rows_on_cpu():
-    """The fact attnlib/attention.py's module docstring records (zeros in PyTorch 2.13 on
+    """The fact attnlib/kernels/attention.py's module docstring records (zeros in PyTorch 2.13 on
     the CPU) and the reference in these tests relies on."""
     q = torch.randn(3, 2, dtype=torch.float64)
     m = torch.tensor([[True, True], [False, False], [True, False]])
@@ -178,7 +178,7 @@ def test_fast_path_equals_plain_path(rng, device, mask):
             m = torch.zeros(9, 11, dtype=q.dtype, device=device).masked_fill(~m, -torch.inf)
     causal = mask == "causal"
     fast = al.scaled_dot_product_attention(q, k, v, m, is_causal=causal)
-    xp = al._array.namespace(q=q)
+    xp = al.kernels._array.namespace(q=q)
     plain = attention_mod._attention(xp, q, k, v, m, causal, 8 ** -0.5, False)
     torch.testing.assert_close(fast, plain, rtol=1e-12, atol=1e-12)
 

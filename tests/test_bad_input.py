@@ -14,8 +14,9 @@ import pytest
 import torch
 
 import attnlib as al
-from attnlib import inference, transformer
-from attnlib.model import GPT, GPTConfig
+from attnlib.instruments import inference
+from attnlib.models import transformer
+from attnlib.models import GPT, GPTConfig
 from conftest import to_np
 
 L, S, E = 5, 6, 4
@@ -284,7 +285,7 @@ def test_the_token_check_does_not_stop_vmap():
 
     from torch.nn import functional as F
 
-    import attnlib.model as model_mod
+    import attnlib.models.gpt as model_mod
 
     models = [_model() for _ in range(2)]
     params, buffers = torch.func.stack_module_state(models)

@@ -1,10 +1,10 @@
-"""The measuring tools of chapter 6 (attnlib.complexity): timing, peak memory, fits."""
+"""The measuring tools of chapter 6 (attnlib.instruments.complexity): timing, peak memory, fits."""
 import time
 
 import numpy as np
 import pytest
 
-from attnlib import complexity as cx
+from attnlib.instruments import complexity as cx
 
 
 def test_best_times_interleaves_and_returns_the_minimum_of_each():

@@ -593,7 +593,7 @@ def test_a_masked_array_answer_is_refused():
 ])
 def test_the_checker_never_shows_code_as_a_hint(hint, shown):
     text = al.exercises.displayed_hint(hint)
-    assert text == (shown or al.exercises._core._GENERIC_HINT)
+    assert text == (shown or al.exercises._hints._GENERIC_HINT)
 
 
 def test_a_timeout_shows_the_hint_idea_but_never_code(toy):
@@ -621,7 +621,7 @@ def test_the_work_it_through_by_hand_line_is_not_added_where_it_does_not_apply(t
         output_kind="bool" if problem == "dtype" else "float", hint="")
     r = check("toy_form", fn)
     assert r.details["problem"] == problem, str(r)
-    assert r.hint == "" and al.exercises._core._GENERIC_HINT not in str(r)
+    assert r.hint == "" and al.exercises._hints._GENERIC_HINT not in str(r)
 
     def spin(x):
         while True:
@@ -630,7 +630,7 @@ def test_the_work_it_through_by_hand_line_is_not_added_where_it_does_not_apply(t
     t = check("toy_form", spin)
     assert t.details["problem"] == "timeout" and t.hint == "", str(t)
     wrong = check("toy_form", lambda x: np.asarray(x) < 0 if problem == "dtype" else _double(x) + 1)
-    assert wrong.details["problem"] == "value" and wrong.hint == al.exercises._core._GENERIC_HINT
+    assert wrong.details["problem"] == "value" and wrong.hint == al.exercises._hints._GENERIC_HINT
 
 
 @pytest.mark.parametrize("code, what", [

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from attnlib.exercises import check
-from attnlib.exercises.ch01_motivation import layers_needed_reference, soft_lookup_reference
-from attnlib import motivation
+from attnlib.exercises.catalogue.ch01_motivation import layers_needed_reference, soft_lookup_reference
+from attnlib.instruments import motivation
 
 NAMES = ["soft_lookup", "layers_needed"]
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlib.exercises import EXERCISES, check
-from attnlib.exercises.ch02_qkv import attention_reference, cross_attention_reference, softmax_reference
+from attnlib.exercises.catalogue.ch02_qkv import attention_reference, cross_attention_reference, softmax_reference
 from exercise_catalogue import asked_twice, catalogue_problems, passes_every_seed
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from attnlib.exercises import EXERCISES, check
-from attnlib.exercises.ch03_scaling import dot_product_variance_reference, softmax_jacobian_reference
+from attnlib.exercises.catalogue.ch03_scaling import dot_product_variance_reference, softmax_jacobian_reference
 
 NAMES = ["dot_product_variance", "softmax_jacobian"]
 

@@ -1,12 +1,12 @@
 """Chapter 7 exercises beyond the generic contract (tests/test_exercises_contract.py): the
 catalogues the issue asks for, correct answers written in other ways, mistakes written
-independently, and the references against attnlib.train and torch."""
+independently, and the references against attnlib.instruments.train and torch."""
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlib import train as T
+from attnlib.instruments import train as T
 from attnlib.exercises import EXERCISES, check
 
 
@@ -48,7 +48,7 @@ def repeat_loss_torch(logits, seq, period):
     return loss[:, period - 1:].mean().item()
 
 
-# (attnlib.train.prev_token_score is the library's own answer: refused, issue 20;
+# (attnlib.instruments.train.prev_token_score is the library's own answer: refused, issue 20;
 # tests/test_exercises_contract.py::test_a_borrowed_answer_is_refused_whatever_name_reaches_it)
 @pytest.mark.parametrize("name,fn", [("prev_token_score", prev_loop), ("prev_token_score", prev_torch),
                                      ("induction_score", induction_diagonal), ("induction_score", induction_loop),
@@ -61,7 +61,7 @@ def test_equivalent_correct_answers_pass(name, fn):
 @pytest.mark.parametrize("name,fn", [("prev_token_score", T.prev_token_score),
                                      ("induction_score", T.induction_score)])
 def test_the_chapters_own_instruments_are_refused(name, fn):
-    """attnlib.train computes these scores for the chapter: calling it is the library's answer
+    """attnlib.instruments.train computes these scores for the chapter: calling it is the library's answer
     (issue 20), though it used to pass as an 'equivalent' answer."""
     res = check(name, fn)
     assert res.mistake == "library_shortcut", res.message
@@ -99,7 +99,7 @@ def test_references_agree_with_attnlib_train():
 
 
 def test_repeat_loss_reference_equals_the_models_repeat_loss():
-    from attnlib.model import GPT, GPTConfig
+    from attnlib.models import GPT, GPTConfig
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=16, context_length=16)).double()
@@ -232,7 +232,7 @@ def test_ablate_head_correct_answers_pass(fn):
 
 
 def test_ablate_head_reference_is_the_models_ablation():
-    from attnlib.model import GPT, GPTConfig
+    from attnlib.models import GPT, GPTConfig
 
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=16, context_length=8, num_layers=1, num_heads=4, d_model=16)

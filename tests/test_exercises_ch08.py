@@ -177,7 +177,7 @@ def test_calling_the_library_does_not_pass(name, fn):
 
 import torch.nn.functional as F  # noqa: E402
 
-from attnlib.exercises.ch02_qkv import attention_reference  # noqa: E402
+from attnlib.exercises.catalogue.ch02_qkv import attention_reference  # noqa: E402
 from exercise_catalogue import asked_twice, catalogue_problems, passes_every_seed  # noqa: E402
 
 NAMES = ["lower_right_causal_mask", "repeat_kv", "apply_rope", "decode_step"]
@@ -266,8 +266,8 @@ def test_decode_step_correct_answers_pass(fn):
 
 
 def test_decode_step_reference_is_the_models_cached_step():
-    """The reference computes what attnlib.model's attention does with past_kv."""
-    from attnlib.model import GPT, GPTConfig
+    """The reference computes what attnlib.models.gpt's attention does with past_kv."""
+    from attnlib.models import GPT, GPTConfig
 
     torch.manual_seed(0)
     attn = GPT(GPTConfig(vocab_size=16, context_length=8, num_layers=1, num_heads=2, d_model=8)).double().blocks[0].attn

@@ -350,7 +350,7 @@ def test_borrowed_answer_rules_resolve(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_hint_shown_is_never_code(name):
-    from attnlib.exercises._core import _looks_like_code
+    from attnlib.exercises._hints import _looks_like_code
     ex = EXERCISES[name]
     shown = displayed_hint(ex.hint)
     assert shown and not _looks_like_code(shown), shown
@@ -452,7 +452,7 @@ def _checker_messages() -> list[str]:
     literal parts of an f-string)."""
     import ast
     found = []
-    for mod in ("_core", "_judge", "_compare", "_hints"):
+    for mod in ("_core", "_model", "_judge", "_compare", "_hints"):
         tree = ast.parse((ROOT / "attnlib" / "exercises" / f"{mod}.py").read_text())
         for node in ast.walk(tree):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("tr", "_", "N_")
@@ -546,7 +546,7 @@ def _borrowed_answers():
     import inspect as insp
 
     from attnlib import causal_mask as imported_causal_mask
-    from attnlib._fast import fused_sdpa as _fused_sdpa
+    from attnlib.kernels._fast import fused_sdpa as _fused_sdpa
 
     def mask(**kw):
         return lambda L, S: np.asarray(functools.partial(al.causal_mask, **kw)(L, S))
@@ -564,26 +564,26 @@ def _borrowed_answers():
         ("lower_right_causal_mask", "from attnlib import causal_mask",
          lambda L, S: imported_causal_mask(L, S, align="lower_right")),
         ("lower_right_causal_mask", "al.inference.causal_mask",
-         lambda L, S: importlib.import_module("attnlib.inference").causal_mask(L, S, align="lower_right")),
+         lambda L, S: importlib.import_module("attnlib.instruments.inference").causal_mask(L, S, align="lower_right")),
         ("lower_right_causal_mask", "functools.partial(..., align='lower_right')", mask(align="lower_right")),
         ("lower_right_causal_mask", "torch causal_lower_right(L, S)._materialize()",
          lambda L, S: importlib.import_module("torch.nn.attention.bias").causal_lower_right(L, S)._materialize()),
-        ("prev_token_score", "attnlib.train.prev_token_score",
-         lambda w: importlib.import_module("attnlib.train").prev_token_score(w)),
-        ("prev_token_score", "attnlib.train.prev_token_weight",
-         lambda w: importlib.import_module("attnlib.train").prev_token_weight(w)[..., 1:].mean(-1)),
-        ("induction_score", "attnlib.train.induction_score",
-         lambda w, period: importlib.import_module("attnlib.train").induction_score(w, period)),
+        ("prev_token_score", "attnlib.instruments.train.prev_token_score",
+         lambda w: importlib.import_module("attnlib.instruments.train").prev_token_score(w)),
+        ("prev_token_score", "attnlib.instruments.train.prev_token_weight",
+         lambda w: importlib.import_module("attnlib.instruments.train").prev_token_weight(w)[..., 1:].mean(-1)),
+        ("induction_score", "attnlib.instruments.train.induction_score",
+         lambda w, period: importlib.import_module("attnlib.instruments.train").induction_score(w, period)),
         ("repeat_kv", "al.repeat_kv.__wrapped__", lambda x, n: getattr(al.repeat_kv, "__wrapped__", al.repeat_kv)(x, n)),
         ("repeat_kv", "inspect.unwrap", lambda x, n: insp.unwrap(al.repeat_kv)(x, n)),
-        ("apply_rope", "importlib.reload(attnlib.rope).apply_rope",
-         lambda x, p, base=10000.0: importlib.reload(importlib.import_module("attnlib.rope")).apply_rope(x, p, base=base)),
+        ("apply_rope", "importlib.reload(attnlib.kernels.rope).apply_rope",
+         lambda x, p, base=10000.0: importlib.reload(importlib.import_module("attnlib.kernels.rope")).apply_rope(x, p, base=base)),
         ("softmax", "torch._C.TensorBase.softmax", torch_softmax_via(lambda t, a: torch._C.TensorBase.softmax(t, a))),
         ("softmax", "torch.ops.aten.softmax.int", torch_softmax_via(lambda t, a: torch.ops.aten.softmax.int(t, a))),
         ("softmax", "torch.log_softmax(...).exp()", torch_softmax_via(lambda t, a: torch.log_softmax(t, a).exp())),
         ("attention", "torch.ops.aten.scaled_dot_product_attention",
          sdpa_via(lambda q, k, v, attn_mask: torch.ops.aten.scaled_dot_product_attention(q, k, v, attn_mask))),
-        ("attention", "attnlib._fast.fused_sdpa()", sdpa_via(lambda q, k, v, attn_mask: _fused_sdpa()(
+        ("attention", "attnlib.kernels._fast.fused_sdpa()", sdpa_via(lambda q, k, v, attn_mask: _fused_sdpa()(
             q, k, v, attn_mask=attn_mask))),
     ]
 

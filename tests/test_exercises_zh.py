@@ -106,7 +106,7 @@ def test_broken_answers_get_chinese_messages_naming_the_code(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_chinese_hint_is_never_code(name):
-    from attnlib.exercises._core import _looks_like_code
+    from attnlib.exercises._hints import _looks_like_code
     shown = al.tr(displayed_hint(EXERCISES[name].hint)) if al.get_language() == "en" else \
         displayed_hint(EXERCISES[name].hint)
     assert shown and not _looks_like_code(shown), shown

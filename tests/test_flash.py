@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import attnlib as al
-from attnlib.complexity import fit_exponent, peak_memory
+from attnlib.instruments.complexity import fit_exponent, peak_memory
 
 TOL = {np.float64: 1e-12, np.float32: 2e-5, torch.float64: 1e-12, torch.float32: 2e-5,
        torch.bfloat16: 2e-2, torch.float16: 2e-3}
@@ -120,7 +120,7 @@ def test_causal_with_fewer_keys_than_queries_matches_torch():
 
 
 def test_causal_skips_the_tiles_above_the_diagonal(monkeypatch):
-    import attnlib.flash as fl
+    import attnlib.kernels.flash as fl
 
     calls = []
     real = fl.online_update
@@ -244,7 +244,7 @@ def test_flash_on_cuda_matches_torch_sdpa(causal):
 def test_default_block_size_is_chosen_in_one_place_per_library_and_device():
     """block_size=None picks the measured default (benchmarks/RESULTS.md) from q's library
     and device; the result equals an explicit block of that size."""
-    from attnlib.flash import default_block_size
+    from attnlib.kernels.flash import default_block_size
 
     rng = np.random.default_rng(12)
     q, k, v = _qkv(rng, (2,), 700, 600, 8, 8)

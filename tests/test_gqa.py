@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import attnlib as al
-from attnlib.inference import grouped_attention
+from attnlib.instruments.inference import grouped_attention
 from conftest import DEVICES
 
 

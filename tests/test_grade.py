@@ -27,8 +27,8 @@ import types
 
 import pytest
 
-from attnlib import assignments
-from attnlib.grade import grade_class
+from attnlib.grading import assignments
+from attnlib.grading.grade import grade_class
 from attnlib.grading import course
 from attnlib.grading.sandbox import Limits, probe
 
@@ -164,7 +164,7 @@ def softmax(x, axis=-1):  # steals alice's answer
     return ns["softmax"](x, axis)''',
             "attention": '''def attention(q, k, v, mask=None):  # uses the course's reference solution
     import importlib
-    return importlib.import_module("attnlib.exercises.ch02_qkv").attention_reference(q, k, v, mask)''',
+    return importlib.import_module("attnlib.exercises.catalogue.ch02_qkv").attention_reference(q, k, v, mask)''',
             "cross_attention": f'''def cross_attention(x, y, w_q, w_k, w_v):  # reads the course's chapter
     open({str(CHAPTER)!r}).read()
     return attention(x @ w_q, y @ w_k, y @ w_v)'''},

@@ -1,7 +1,7 @@
 """The Chinese edition's catalogues, and attnlib's language switch.
 
 Catalogues: ``locales/zh_CN/LC_MESSAGES/`` (the book's prose, one per page) and
-``attnlib/locales/zh_CN/LC_MESSAGES/`` (what attnlib and the chapters' code show). Every
+``attnlib/i18n/locales/zh_CN/LC_MESSAGES/`` (what attnlib and the chapters' code show). Every
 message is translated and none is fuzzy, with the same ``{fields}`` (``msgfmt --check
 --statistics``); the catalogues hold every message the current sources have (Babel's
 extraction: a changed message fails here, naming it, until ``make update-po`` and a
@@ -34,7 +34,7 @@ import i18n_check  # noqa: E402
 import i18n_extract  # noqa: E402
 
 BOOK_PO = ROOT / "locales" / "zh_CN" / "LC_MESSAGES"
-CODE_PO = ROOT / "attnlib" / "locales" / "zh_CN" / "LC_MESSAGES"
+CODE_PO = ROOT / "attnlib" / "i18n" / "locales" / "zh_CN" / "LC_MESSAGES"
 CATALOGUES = i18n_check.all_catalogues()
 
 
@@ -76,7 +76,7 @@ def test_msgfmt_every_message_translated_none_fuzzy(po):
     stats = r.stderr.strip().splitlines()[-1]
     assert re.fullmatch(r"\d+ translated messages?\.", stats) and not untranslated and not fuzzy, (
         f"{_id(po)}: msgfmt says {stats!r}\n  untranslated: {untranslated}\n  fuzzy: {fuzzy}\n"
-        "Translate them (README, 'Translating'); a fuzzy entry's English changed: review it and "
+        "Translate them (docs/translating.md); a fuzzy entry's English changed: review it and "
         "delete its '#, fuzzy' line")
 
 
@@ -438,7 +438,7 @@ ATTNLIB_SOURCES = sorted((ROOT / "attnlib").rglob("*.py"))
 @pytest.mark.parametrize("path", ATTNLIB_SOURCES, ids=_id)
 def test_no_translation_call_on_an_f_string(path):
     """``tr(f"...")`` formats first and leaves nothing to look up: write
-    ``_("... {name} ...").format(name=...)`` (README, 'Translating')."""
+    ``_("... {name} ...").format(name=...)`` (docs/translating.md)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     bad = [f"line {node.lineno}: {ast.unparse(node)[:90]}" for node, arg in _marked_calls(tree)
            if isinstance(arg, ast.JoinedStr) or (isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Mod))]

@@ -1,11 +1,11 @@
-"""attnlib.inference: cached greedy decoding equals decoding without a cache token for token
+"""attnlib.instruments.inference: cached greedy decoding equals decoding without a cache token for token
 (whole prompt or chunked prefill); chunked prefill gives the full pass's logits; the cache
 holds exactly kv_cache_bytes; kv_cache_bytes reproduces published figures; bad input is
 refused."""
 import pytest
 import torch
 
-from attnlib import inference as inf
+from attnlib.instruments import inference as inf
 
 
 @pytest.fixture(autouse=True)
@@ -19,7 +19,7 @@ def one_thread():
 
 
 def small_model(**kw):
-    model_mod = pytest.importorskip("attnlib.model", reason="chapter 7's model is not merged yet")
+    model_mod = pytest.importorskip("attnlib.models.gpt", reason="chapter 7's model is not merged yet")
     torch.manual_seed(0)
     cfg = dict(vocab_size=17, context_length=96, num_layers=2, num_heads=4, d_model=32, mlp=True)
     cfg.update(kw)
@@ -53,7 +53,7 @@ def test_chunked_prefill_gives_the_logits_of_one_pass(chunk):
 
 def test_rope_model_caches_keys_rotated_by_their_absolute_positions():
     import attnlib as al
-    from attnlib.model import CausalSelfAttention
+    from attnlib.models import CausalSelfAttention
 
     model = small_model(pos="rope")
     seq = torch.randint(17, (2, 12))

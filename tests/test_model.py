@@ -1,4 +1,4 @@
-"""attnlib.model: the small GPT of chapter 7 (shapes, causality, equality with attnlib's and
+"""attnlib.models.gpt: the small GPT of chapter 7 (shapes, causality, equality with attnlib's and
 torch's attention, ablation, key/value cache, training)."""
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 
 import attnlib as al
-from attnlib import transformer
-from attnlib.model import GPT, CausalSelfAttention, GPTConfig
+from attnlib.models import transformer
+from attnlib.models import GPT, CausalSelfAttention, GPTConfig
 
 from conftest import DEVICES
 
@@ -205,9 +205,9 @@ def test_short_training_run_reduces_the_loss():
 
 
 def test_loss_is_the_mean_cross_entropy_over_the_targets_not_ignored():
-    # one loss for the model and the trainer (attnlib.train re-exports it as its default)
-    from attnlib import train
-    from attnlib.model import next_token_loss
+    # one loss for the model and the trainer (attnlib.instruments.train re-exports it as its default)
+    from attnlib.instruments import train
+    from attnlib.models import next_token_loss
 
     assert train.next_token_loss is next_token_loss
     torch.manual_seed(0)
@@ -240,7 +240,7 @@ def test_attention_module_rejects_nothing_it_should_accept():
 
 @pytest.mark.parametrize("kw", VARIANTS, ids=str)
 def test_models_stacked_under_vmap_equal_each_model_alone(kw):
-    """attnlib.train.train_seeds runs the model under torch.func.vmap, one weight set per seed."""
+    """attnlib.instruments.train.train_seeds runs the model under torch.func.vmap, one weight set per seed."""
     models = []
     for seed in range(3):
         torch.manual_seed(seed)

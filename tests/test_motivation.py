@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlib import motivation as mo
+from attnlib.instruments import motivation as mo
 
 
 def test_rnn_influence_matches_torch_autograd_jacobian():
@@ -202,7 +202,7 @@ def test_diagrams_are_drawn_by_code_and_stay_small(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from attnlib import diagrams
+    from attnlib.ui import diagrams
 
     for name, fig in [("paths", diagrams.token_paths(8, 3)), ("qkv", diagrams.qkv_path())]:
         path = tmp_path / f"{name}.png"
@@ -217,7 +217,7 @@ def test_token_paths_cnn_panel_uses_the_measured_depth():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from attnlib import diagrams
+    from attnlib.ui import diagrams
 
     fig = diagrams.token_paths(n=10, kernel_size=3)
     titles = [ax.get_title() for ax in fig.axes]

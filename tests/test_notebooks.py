@@ -212,7 +212,7 @@ def test_citation_links_name_a_bibtex_key(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_explorers_are_stored_with_a_still_picture(path):
-    from attnlib.widgets import RUN_HINT, WIDGET_VIEW
+    from attnlib.ui.widgets import RUN_HINT, WIDGET_VIEW
 
     for c in _code(path):
         outs = c.get("outputs", [])
@@ -261,7 +261,7 @@ def test_output_is_ignored_only_for_timing_or_memory(path):
                 f"{path.name}: the tag 'nbval-ignore-output' is on a cell that neither times anything nor "
                 f"measures memory, so nbval would stop checking its output:\n{src[:300]}\n"
                 "Remove the tag and print its numbers rounded so a fresh run matches, or move the timing "
-                "into this cell (attnlib.complexity.best_times, tracemalloc).")
+                "into this cell (attnlib.instruments.complexity.best_times, tracemalloc).")
 
 
 def _literal(node: ast.AST) -> bool:

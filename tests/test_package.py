@@ -81,8 +81,8 @@ def test_wheel_metadata_is_complete(dist):
         names = z.namelist()
     assert "attnlib/__init__.py" in names and "attnlib/exercises/_core.py" in names
     # the Chinese catalogues: al.set_language("zh") works wherever the wheel is installed
-    assert "attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po" in names
-    assert "attnlib/locales/zh_CN/LC_MESSAGES/exercises/ch02_qkv.po" in names
+    assert "attnlib/i18n/locales/zh_CN/LC_MESSAGES/attnlib.po" in names
+    assert "attnlib/i18n/locales/zh_CN/LC_MESSAGES/exercises/ch02_qkv.po" in names
     assert any(n.endswith("licenses/LICENSE") for n in names), "the licence file is not in the wheel"
     assert not [n for n in names if n.startswith(("tests/", "chapters/", "benchmarks/"))]
 
@@ -93,8 +93,8 @@ def test_sdist_carries_the_package_and_not_the_course(dist):
         names = t.getnames()
     top = f"attnlib-{VERSION}"
     assert f"{top}/pyproject.toml" in names and f"{top}/LICENSE" in names
-    assert f"{top}/attnlib/attention.py" in names
-    assert f"{top}/attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po" in names
+    assert f"{top}/attnlib/kernels/attention.py" in names
+    assert f"{top}/attnlib/i18n/locales/zh_CN/LC_MESSAGES/attnlib.po" in names
     assert not [n for n in names if n.startswith((f"{top}/tests/", f"{top}/chapters/"))]
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import attnlib as al
-from attnlib import _fast as fast_mod
+from attnlib.kernels import _fast as fast_mod
 from conftest import DEVICES, to_np
 
 L, S, E = 5, 7, 4  # L < S, so is_causal hides keys L.. from every query

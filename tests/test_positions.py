@@ -1,13 +1,13 @@
-"""attnlib.positions: a model run from a later start position sees only its positions change
+"""attnlib.instruments.positions: a model run from a later start position sees only its positions change
 (RoPE: nothing changes); the position profile measures every position with the right keys;
 bad input is refused with the fix. (Training seeds together and the per-query head measures
-are attnlib.train's: tests/test_train.py.)"""
+are attnlib.instruments.train's: tests/test_train.py.)"""
 import pytest
 import torch
 
-from attnlib import inference as inf
-from attnlib import positions as pos
-from attnlib.model import GPT, GPTConfig
+from attnlib.instruments import inference as inf
+from attnlib.instruments import positions as pos
+from attnlib.models import GPT, GPTConfig
 
 
 @pytest.fixture(autouse=True)

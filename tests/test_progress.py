@@ -11,7 +11,7 @@ import pytest
 from nbclient import NotebookClient
 
 import attnlib as al
-from attnlib import progress as pg
+from attnlib.exercises import tracking as pg
 from attnlib.exercises import CheckResult, EXERCISES
 
 

@@ -82,7 +82,7 @@ def test_causal_work_is_unbalanced_contiguous_and_balanced_zigzag():
 
 
 def test_timeline_overlap_hides_transfers_and_zigzag_removes_idle_time():
-    from attnlib import complexity as cx
+    from attnlib.instruments import complexity as cx
 
     rng = np.random.default_rng(9)
     q, k, v = _qkv(rng, (), 64, 64)

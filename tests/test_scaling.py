@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from attnlib import scaling as sc
+from attnlib.instruments import scaling as sc
 
 
 def test_monte_carlo_variance_grows_like_d_k_and_mean_stays_zero():

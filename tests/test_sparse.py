@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import attnlib as al
-from attnlib.complexity import fit_exponent, peak_memory
+from attnlib.instruments.complexity import fit_exponent, peak_memory
 
 
 def _qkv(rng, batch, L, S, E=8, Ev=5):

@@ -1,15 +1,15 @@
-"""attnlib.train: chapter 7's tasks, training loop and measurements."""
+"""attnlib.instruments.train: chapter 7's tasks, training loop and measurements."""
 import math
 
 import numpy as np
 import pytest
 import torch
 
-import attnlib.model
-from attnlib import inference as inf
-from attnlib import train as T
-from attnlib.attention import scaled_dot_product_attention
-from attnlib.model import GPT, GPTConfig
+import attnlib.models.gpt
+from attnlib.instruments import inference as inf
+from attnlib.instruments import train as T
+from attnlib.kernels.attention import scaled_dot_product_attention
+from attnlib.models import GPT, GPTConfig
 
 
 def gen(seed=0):
@@ -204,7 +204,7 @@ def test_train_seeds_trains_each_seed_as_if_alone(kind):
             torch.testing.assert_close(q, p, rtol=1e-9, atol=1e-9, msg=name)
         assert not run_.models[i].training                          # left in eval mode
     # the model's attention is attnlib's own, inside vmap and after it: nothing was swapped
-    assert attnlib.model.scaled_dot_product_attention is scaled_dot_product_attention
+    assert attnlib.models.gpt.scaled_dot_product_attention is scaled_dot_product_attention
 
 
 def test_seeds_differ_and_on_step_sees_every_step():

@@ -1,4 +1,4 @@
-"""attnlib.transformer: LayerNorm, FFN, sinusoidal positions and the post-/pre-LN block,
+"""attnlib.models.transformer: LayerNorm, FFN, sinusoidal positions and the post-/pre-LN block,
 checked against torch.nn and against the properties chapter 5 teaches."""
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import attnlib as al
-from attnlib.transformer import (feed_forward, init_block_params, layer_norm, self_attention,
+from attnlib.models.transformer import (feed_forward, init_block_params, layer_norm, self_attention,
                                  sinusoidal_positional_encoding, torch_encoder_layer,
                                  torch_multihead_attention, transformer_block)
 

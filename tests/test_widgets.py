@@ -1,5 +1,5 @@
 """Explorers show a still picture wherever the live control cannot render, and the text
-of the course's figures is legible (attnlib.widgets, attnlib.plots)."""
+of the course's figures is legible (attnlib.ui.widgets, attnlib.ui.plots)."""
 from __future__ import annotations
 
 import base64
@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import attnlib as al  # noqa: E402
-from attnlib.widgets import RUN_HINT, WIDGET_VIEW  # noqa: E402
+from attnlib.ui.widgets import RUN_HINT, WIDGET_VIEW  # noqa: E402
 
 
 def _render(k):

@@ -122,7 +122,7 @@ def test_pages_url_of_github_repositories():
 
 def test_set_repository_updates_config_and_package_urls(tmp_path):
     import shutil
-    for name in ("_config.yml", "pyproject.toml"):
+    for name in ("_config.yml", "pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, tmp_path / name)
     sys.path.insert(0, str(ROOT / "tools"))
     try:
@@ -137,3 +137,7 @@ def test_set_repository_updates_config_and_package_urls(tmp_path):
     assert urls == {"Homepage": "https://ada.github.io/my-course/", "Source": "https://github.com/Ada/my-course",
                     "Issues": "https://github.com/Ada/my-course/issues",
                     "Changelog": "https://github.com/Ada/my-course/blob/main/CHANGELOG.md"}
+    readme = (tmp_path / "README.md").read_text()
+    old = CONFIG["repository"]["url"]
+    assert "https://ada.github.io/my-course/" in readme and "colab.research.google.com/github/Ada/my-course/" in readme
+    assert "mybinder.org/v2/gh/Ada/my-course/" in readme and "/".join(old.split("/")[-2:]) not in readme

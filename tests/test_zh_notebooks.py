@@ -28,7 +28,7 @@ def test_chinese_notebook_is_what_the_generator_writes(name):
     """Each cell's source is the generator's translation of the English chapter (a chapter
     or catalogue changed since: `make notebooks-zh`), and every block is translated."""
     want, errors = zh_notebooks.translate_notebook(zh_notebooks.CHAPTERS / name)
-    assert not errors, "untranslated (fill in the catalogues, README 'Translating'):\n" + "\n".join(errors[:30])
+    assert not errors, "untranslated (fill in the catalogues, docs/translating.md):\n" + "\n".join(errors[:30])
     have = _zh(name)
     assert [c["cell_type"] for c in have["cells"]] == [c["cell_type"] for c in want["cells"]], \
         f"zh/chapters/{name} has other cells than chapters/{name}: run `make notebooks-zh`"

@@ -107,7 +107,7 @@ def gettext() -> int:
                             "--out", str(out / "attnlib")], cwd=ROOT)
 
 
-CATALOGUES = {"book": ROOT / "locales", "attnlib": ROOT / "attnlib" / "locales"}
+CATALOGUES = {"book": ROOT / "locales", "attnlib": ROOT / "attnlib" / "i18n" / "locales"}
 HEADER_DEFAULTS = {
     '"PO-Revision-Date: YEAR-MO-DA HO:MI+ZONE\\n"': '"PO-Revision-Date: 2026-12-01 00:00+0000\\n"',
     '"Last-Translator: FULL NAME <EMAIL@ADDRESS>\\n"': '"Last-Translator: attnlib course team\\n"',

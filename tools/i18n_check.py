@@ -27,7 +27,7 @@ from babel.messages.pofile import read_po
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-CATALOGUES = [ROOT / "locales" / "zh_CN" / "LC_MESSAGES", ROOT / "attnlib" / "locales" / "zh_CN" / "LC_MESSAGES"]
+CATALOGUES = [ROOT / "locales" / "zh_CN" / "LC_MESSAGES", ROOT / "attnlib" / "i18n" / "locales" / "zh_CN" / "LC_MESSAGES"]
 TERMS = ROOT / "locales" / "zh_CN" / "terms.yml"
 
 _DISPLAY_MATH = re.compile(r"\$\$.+?\$\$", re.DOTALL)

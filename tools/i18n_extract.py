@@ -3,7 +3,7 @@
     python tools/i18n_extract.py --out _build/gettext/attnlib   # (make gettext runs it)
 
 then ``sphinx-intl update`` (``make update-po``) merges them into
-``attnlib/locales/zh_CN/LC_MESSAGES/`` (README, "Translating").
+``attnlib/i18n/locales/zh_CN/LC_MESSAGES/`` (docs/translating.md).
 
 - ``attnlib/`` (and ``tools/sphinxext/``): Babel's Python extractor, keywords ``_``, ``N_``
   and ``tr``, plus :func:`extract_exercises` for the learner-facing fields of the exercise
@@ -83,10 +83,10 @@ def extract_exercises(fileobj, keywords, comment_tags, options):
 
 def domain_of(rel: str) -> str:
     """The catalogue of a source file: ``attnlib``, ``grading`` or ``exercises/chNN_x``."""
-    m = re.fullmatch(r"attnlib/exercises/(ch\d\d_\w+)\.py", rel)
+    m = re.fullmatch(r"attnlib/exercises/catalogue/(ch\d\d_\w+)\.py", rel)
     if m:
         return f"exercises/{m.group(1)}"
-    if re.fullmatch(r"attnlib/(?:grade|assignments|progress)\.py|attnlib/grading/\w+\.py", rel):
+    if re.fullmatch(r"attnlib/exercises/tracking\.py|attnlib/grading/\w+\.py", rel):
         return "grading"  # the teacher's tools and the learner's progress
     return "attnlib"
 

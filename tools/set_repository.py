@@ -3,8 +3,9 @@
     python tools/set_repository.py https://github.com/OWNER/REPO
 
 Sets ``repository: url`` in ``_config.yml`` (launch buttons, repository button, and the
-site's address https://OWNER.github.io/REPO/ derived from it) and the project URLs of
-``pyproject.toml``, and refreshes the notebooks' setup cell when the tool for it exists.
+site's address https://OWNER.github.io/REPO/ derived from it), the project URLs of
+``pyproject.toml`` and the README's links (the site, the Colab and Binder badges), and
+refreshes the notebooks' setup cell when the tool for it exists.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ def set_repository(url: str, root: pathlib.Path = ROOT) -> None:
     url = url.rstrip("/").removesuffix(".git")
     home = pages_url(url)  # also validates the URL
     config = root / "_config.yml"
+    old = re.search(r"(?m)^repository:\s*\n(?:[ \t]+#.*\n)*[ \t]+url:[ \t]*(\S+)", config.read_text())
     text, n = re.subn(r"(?m)^(repository:\s*\n(?:[ \t]+#.*\n)*[ \t]+url:[ \t]*)\S+", rf"\g<1>{url}", config.read_text())
     if n != 1:
         sys.exit("could not find `repository: url:` in _config.yml")
@@ -34,6 +36,13 @@ def set_repository(url: str, root: pathlib.Path = ROOT) -> None:
         if n != 1:
             sys.exit(f"could not find {key} = ... in pyproject.toml's [project.urls]")
     pyproject.write_text(text)
+    readme = root / "README.md"
+    if old and readme.exists():  # the old repository's address and site, wherever the README links them
+        old_url = old.group(1).rstrip("/").removesuffix(".git")
+        text = readme.read_text()
+        text = text.replace(pages_url(old_url), home)
+        text = text.replace("/".join(old_url.split("/")[-2:]), "/".join(url.split("/")[-2:]))
+        readme.write_text(text)
     setup_cell = root / "tools" / "setup_cell.py"
     if setup_cell.exists():
         subprocess.run([sys.executable, str(setup_cell)], cwd=root, check=True)

@@ -17,7 +17,7 @@ A Chinese notebook is its English chapter with
   as Sphinx's gettext builder extracts them; a block is found with markdown-it-py's token
   line maps (the parser myst-parser uses);
 - in every **code** cell, the text a reader sees replaced by its translation from the
-  code-cell catalogue ``attnlib/locales/zh_CN/LC_MESSAGES/chapters/NN_x.po`` (and
+  code-cell catalogue ``attnlib/i18n/locales/zh_CN/LC_MESSAGES/chapters/NN_x.po`` (and
   ``chapters/common.po`` for the setup lines every chapter shares): comments, and the string
   literals of ``print(...)`` calls, quizzes (``al.quiz.question``), figure text, explorer
   labels and ``# i18n`` lines. Identifiers, code and numbers are unchanged.
@@ -44,7 +44,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
 ZH_CHAPTERS = ROOT / "zh" / "chapters"
 PROSE = ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters"
-CODE = ROOT / "attnlib" / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters"
+CODE = ROOT / "attnlib" / "i18n" / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters"
 COMMON = "common"  # the setup lines every chapter shares: chapters/common.po
 
 FIGURE_CALLS = {"set_title": 0, "suptitle": 0, "set_xlabel": 0, "set_ylabel": 0, "supxlabel": 0,

@@ -1,25 +1,30 @@
 """Self-test exercises: ``check(name, fn)`` says whether ``fn`` is right and, if not,
 which known mistake it makes; ``hint(name)`` gives the next step after a failure.
 
-Each chapter's exercises live in their own module and register themselves in
-:data:`EXERCISES` on import. The learner's function runs in a separate, killable process
-and its results come back as plain data (see :mod:`attnlib.exercises._judge` for the
-trusted side, :mod:`attnlib.exercises._worker` for the untrusted side and
-:mod:`attnlib.exercises._wire` for what crosses between them): after a verdict nothing
-it started still runs.
+The layout of this layer:
+
+- :mod:`._model`: the data model (:class:`Exercise`, :class:`Mistake`, :class:`Case`,
+  :class:`CheckResult`) and the registry :data:`EXERCISES`;
+- :mod:`.catalogue`: each chapter's exercises (stub, cases, reference, named mistakes),
+  registered on import: the course's answer key, which the grader's sandbox hides;
+- :mod:`._core`: :func:`check` and :func:`check_solution`; the trusted side that judges a
+  check is :mod:`._judge` (with :mod:`._compare` and the hint ladder, :mod:`._hints`), the
+  untrusted side runs the learner's function in a separate, killable process
+  (:mod:`._running`, :mod:`._worker`, :mod:`._wire`): its results come back as plain data,
+  and after a verdict nothing it started still runs;
+- :mod:`.tracking`: which exercises a learner has passed (:func:`progress`).
 """
-from ._core import (ATTENTION_SHORTCUTS, EXERCISES, MULTIHEAD_SHORTCUTS, SOFTMAX_SHORTCUTS, Case, CheckResult,
-                    Exercise, Mistake, check, check_solution, displayed_hint, hint, mistakes, register)
-from . import ch01_motivation, ch02_qkv, ch03_scaling, ch04_masking, ch05_multihead, ch06_complexity  # noqa: F401,E402
-from . import ch07_learning  # noqa: F401,E402
-from . import ch08_inference  # noqa: F401,E402
+from ._model import (ATTENTION_SHORTCUTS, EXERCISES, MULTIHEAD_SHORTCUTS, SOFTMAX_SHORTCUTS, Case, CheckResult,
+                     Exercise, Mistake, register)
+from ._core import check, check_solution, mistakes
+from ._hints import displayed_hint, hint
+from .catalogue import ch01_motivation, ch02_qkv, ch03_scaling, ch04_masking, ch05_multihead  # noqa: F401
+from .catalogue import ch06_complexity, ch07_learning, ch08_inference  # noqa: F401
+# A learner's progress: check() notes a pass of the learner's own function; check_solution
+# (which calls _core.check directly) never does.
+from .tracking import progress, recording as _recording
 
-__all__ = ["check", "check_solution", "hint", "mistakes", "EXERCISES", "Exercise", "Mistake", "Case", "CheckResult", "register",
-           "displayed_hint", "SOFTMAX_SHORTCUTS", "ATTENTION_SHORTCUTS", "MULTIHEAD_SHORTCUTS"]
-
-# A learner's progress (attnlib.progress): check() notes a pass of the learner's own function;
-# check_solution (which calls _core.check directly) never does.
-from ..progress import progress, recording as _recording  # noqa: E402
+__all__ = ["check", "check_solution", "hint", "mistakes", "EXERCISES", "Exercise", "Mistake", "Case", "CheckResult",
+           "register", "displayed_hint", "SOFTMAX_SHORTCUTS", "ATTENTION_SHORTCUTS", "MULTIHEAD_SHORTCUTS", "progress"]
 
 check = _recording(check)
-__all__ += ["progress"]

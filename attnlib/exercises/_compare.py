@@ -20,7 +20,7 @@ from ..i18n import _
 from ._wire import BFloat16Values, Opaque
 
 if TYPE_CHECKING:
-    from ._core import Case, Exercise
+    from ._model import Case, Exercise
 
 # significant decimal digits each float format keeps (its machine epsilon: float16 9.8e-4,
 # bfloat16 7.8e-3, float32 1.2e-7)

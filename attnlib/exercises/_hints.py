@@ -154,7 +154,7 @@ class Hint:
 
 def next_hint(name: str) -> Hint:
     """The next step for the last failure of exercise ``name`` (see :func:`hint`)."""
-    from ._core import EXERCISES
+    from ._model import EXERCISES
 
     ex = EXERCISES.get(name)
     if ex is None:

@@ -45,54 +45,14 @@ from ..i18n import N_, _, join_sentences
 from . import _wire
 from ._compare import _compare, _kind_of_value, _shapes, _snapshot, _to_numpy
 from ._hints import displayed_hint, idea_of_hint
+from ._model import CheckResult
+from ._rules import _display_name, parse_rule  # noqa: F401 - parse_rule: part of this module's API
 
 __all__ = ["Plan", "Request", "parse_rule", "ANSWER_KEY_RULES"]
 
-# The course's answer key: every exercise module's code (references, mistakes, helpers).
-ANSWER_KEY_RULES = ({"module": "attnlib.exercises.ch[0-9]*", "qualname": "*", "answer_key": True},
-                    {"module": "attnlib.exercises._ref", "qualname": "*", "answer_key": True})
+# The course's answer key: every chapter's exercise module (references, mistakes, helpers).
+ANSWER_KEY_RULES = ({"module": "attnlib.exercises.catalogue.*", "qualname": "*", "answer_key": True},)
 _ALLOW_ANSWER_KEY = "ATTNLIB_CHECK_ALLOW_ANSWER_KEY"
-
-
-def _display_name(dotted: str) -> str:
-    for long, short in (("attnlib.", "al."), ("torch.nn.functional.", "F."), ("torch.nn.", "nn.")):
-        if dotted.startswith(long):
-            return short + dotted[len(long):].replace(".forward", "")
-    return dotted
-
-
-def parse_rule(text: str) -> dict:
-    """A borrowed-answer rule as plain data, from its declaration (``Exercise.borrowed``):
-
-    - ``"attnlib.softmax"``: a public dotted name (a function, builtin or method);
-    - ``"attnlib.masks:causal_mask"``: module and qualified name of the code that runs
-      (fnmatch patterns: ``"torch.nn.attention.bias:*"``);
-    - either one with required argument values: ``"attnlib.causal_mask(align='lower_right')"``;
-    - ``"aten::_softmax"``: a torch operator (patterns too: ``"aten::_scaled_dot_product_*"``).
-    """
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"a borrowed-answer rule must be text, got {text!r}")
-    text = text.strip()
-    if text.startswith("aten::"):
-        return {"aten": text}
-    when = None
-    if text.endswith(")") and "(" in text:
-        head, _, args = text.partition("(")
-        call = ast.parse(f"f({args}", mode="eval").body
-        if call.args or not isinstance(call, ast.Call):
-            raise ValueError(f"rule {text!r}: give required arguments as name=value")
-        when = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
-        text = head
-    if ":" in text:
-        module, _, qual = text.partition(":")
-        rule = {"module": module, "qualname": qual or "*"}
-    else:
-        if "." not in text:
-            raise ValueError(f"rule {text!r}: use a dotted name such as 'attnlib.softmax'")
-        rule = {"name": text, "label": _display_name(text)}
-    if when:
-        rule["when"] = when
-    return rule
 
 
 @dataclass
@@ -248,7 +208,6 @@ class Plan:
 
     def result(self):
         """The verdict (a :class:`~attnlib.exercises.CheckResult`)."""
-        from ._core import CheckResult
 
         r = self.final
         if r is None:
@@ -361,8 +320,7 @@ class Plan:
                                 "Keep the stub's signature: `{signature}`.").format(
                 call=f"{fname}({shown})", error=exc, signature=ex.signature()), "signature", hint=False)
         if out.status == "raised" and "not_implemented" in out.raised.kinds and i == 0:
-            from ._core import CheckResult
-            return CheckResult(ex.name, "not_attempted", _("Not attempted yet: the function still raises "
+                return CheckResult(ex.name, "not_attempted", _("Not attempted yet: the function still raises "
                                                             "NotImplementedError. Replace `raise NotImplementedError` with your code."),
                                details={"problem": "not_attempted"})
         ended = self._ended(out, where, req, "cases", i)
@@ -450,7 +408,6 @@ class Plan:
               idea_only: bool = False, **details):
         """A failed result; ``hint``: show the exercise's idea (or, unless ``idea_only``,
         the generic "work through the case by hand" line when it has none)."""
-        from ._core import CheckResult
 
         shown = ""
         if hint:

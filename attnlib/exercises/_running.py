@@ -54,7 +54,6 @@ from . import _clock, _wire, _worker
 
 __all__ = ["Worker", "fork_unsafe_reason", "worker_mode", "kill_tree", "end_tree", "descendants", "standby_pids"]
 
-IN_FORKED_WORKER = False    # True inside a worker process (set there; the process dies after the check)
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _START_LIMIT = 120.0        # seconds a spawned worker may take to start (imports, unpickling)
 

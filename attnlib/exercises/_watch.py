@@ -20,7 +20,7 @@ Rules are plain data (the request's ``watch`` list), one of:
     a dotted public name, resolved here once its top module is imported: a Python function
     matches by module and qualified name, a builtin (``torch.softmax``) or a method
     descriptor (``torch.Tensor.softmax``) when it is called.
-``{"module": "attnlib.masks", "qualname": "causal_mask", "when": {"align": "lower_right"}}``
+``{"module": "attnlib.kernels.masks", "qualname": "causal_mask", "when": {"align": "lower_right"}}``
     fnmatch patterns on the module and qualified name of the Python code that runs.
 ``{"aten": "aten::_softmax"}``
     an ATen operator (its schema name).

@@ -40,7 +40,7 @@ A request (trusted -> untrusted, :func:`request`)::
      "watch": [RULE...], "print_limit": 2000}
 
 ``RULE`` is one borrowed-answer rule (see :mod:`attnlib.exercises._watch`):
-``{"name": "attnlib.softmax"}``, ``{"module": "attnlib.masks", "qualname": "causal_mask",
+``{"name": "attnlib.softmax"}``, ``{"module": "attnlib.kernels.masks", "qualname": "causal_mask",
 "when": {"align": "lower_right"}}`` or ``{"aten": "aten::_softmax"}``.
 
 A reply (untrusted -> trusted, :func:`reply` / :func:`read_reply`)::

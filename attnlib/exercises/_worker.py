@@ -137,7 +137,7 @@ def _call(fn, call, args, kwargs, rec, out):
         if call["kind"] == "extra":
             check = EXTRA_CHECKS.get(call["exercise"])
             if check is None:
-                from ._core import EXERCISES
+                from ._model import EXERCISES
                 check = EXERCISES[call["exercise"]].extra_check
             with _KeptRecursionLimit():
                 value = check(rec.watched(fn))
@@ -324,8 +324,6 @@ def _setup(memory_limit: int | None) -> None:
     (the kernel's streams are not touched), one torch thread, no interrupt, a memory limit."""
     global IN_WORKER
     IN_WORKER = True
-    from . import _running
-    _running.IN_FORKED_WORKER = True
     _become_subreaper()
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):

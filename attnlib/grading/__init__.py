@@ -1,9 +1,9 @@
-"""Grading a class's notebooks: ``python -m attnlib.grade SUBMISSIONS/ --out REPORT/``.
+"""Grading a class's notebooks: ``python -m attnlib.grading.grade SUBMISSIONS/ --out REPORT/``.
 
 The grader runs code that students wrote, so it is split in two, and only one side is
 trusted:
 
-- **the trusted grader** (:mod:`attnlib.grade`, :mod:`.judge`, :mod:`.report`) reads each
+- **the trusted grader** (:mod:`attnlib.grading.grade`, :mod:`.judge`, :mod:`.report`) reads each
   notebook as JSON (never its stored outputs), makes every exercise's cases, computes the
   references, compares, names the mistake and writes the report;
 - **the sandboxed runner** (:mod:`.runner`, inside :mod:`.sandbox`) executes one notebook in

@@ -112,7 +112,7 @@ def _sources(nb: dict) -> list[str]:
 
 def detect_chapter(nb: dict, source: str) -> str:
     """The chapter a notebook is an assignment of: its metadata (written by
-    ``attnlib.assignments``), else the exercises its cells check, else its file name."""
+    ``attnlib.grading.assignments``), else the exercises its cells check, else its file name."""
     meta = nb.get("metadata", {}).get("attnlib", {}) if isinstance(nb.get("metadata"), dict) else {}
     if isinstance(meta, dict) and isinstance(meta.get("chapter"), str):
         try:

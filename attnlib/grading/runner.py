@@ -175,7 +175,7 @@ def execute(req: dict) -> dict:
             functions[name] = fn
         found[name] = how
     answers = {}
-    assignments = sys.modules.get("attnlib.assignments")  # imported by the notebook's answer cells
+    assignments = sys.modules.get("attnlib.grading.assignments")  # imported by the notebook's answer cells
     for qid, value in dict(getattr(assignments, "_ANSWERS", None) or {}).items():
         if isinstance(qid, str) and isinstance(value, str):
             answers[qid[:40]] = value[:20]

@@ -1,0 +1,13 @@
+"""The chapters' measuring instruments, one module per chapter that needs one; they are
+imported by name and not re-exported::
+
+    from attnlib.instruments import motivation as mo   # chapter 1: RNN relay, CNN reach, soft lookup
+    from attnlib.instruments import scaling as sc      # chapter 3: dot-product moments, saturation
+    from attnlib.instruments import complexity as cx   # chapters 1, 5, 6, 8: timing, FLOPs, memory, bytes
+    from attnlib.instruments import train              # chapter 7: tasks, training seeds together, head scores
+    from attnlib.instruments import inference as inf   # chapter 8: KV cache, generation, cache sizes
+    from attnlib.instruments import positions as pos   # chapter 8: losses by position
+
+They measure; the kernels (:mod:`attnlib.kernels`) and models (:mod:`attnlib.models`)
+compute. Nothing here is an exercise's answer key.
+"""

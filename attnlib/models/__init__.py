@@ -1,0 +1,11 @@
+"""Models built from the kernels: ``transformer.py`` (the Transformer block of chapter 5,
+in NumPy or torch, post-LN or pre-LN, with the torch layers it is checked against) and
+``gpt.py`` (the small decoder-only GPT of chapters 7 and 8, written like nanoGPT's
+``model.py``)::
+
+    from attnlib.models import GPT, GPTConfig
+    from attnlib.models import transformer as tfm
+"""
+from .gpt import GPT, Block, CausalSelfAttention, GPTConfig, MLP, next_token_loss
+
+__all__ = ["GPT", "GPTConfig", "Block", "CausalSelfAttention", "MLP", "next_token_loss"]
