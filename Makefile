@@ -11,7 +11,7 @@ CHROMIUM ?= /usr/bin/chromium
 # apt-get needs root: CI runs as root; elsewhere use sudo when there is one
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || command -v sudo)
 # the browser, book-link and PDF tests run after the book (and its PDFs) is built, not with the unit tests
-SITE_TESTS := tests/browser tests/test_book.py tests/test_publish.py tests/test_pdf.py
+SITE_TESTS := tests/browser tests/test_book.py tests/test_publish.py tests/test_pdf.py tests/test_alt_text.py
 # suites with their own target (and their own conftest.py), left out of `make unit`
 SEPARATE   := $(SITE_TESTS) tests/jupyterlab
 # pytest-xdist workers of the unit and browser tests

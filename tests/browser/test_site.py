@@ -87,7 +87,7 @@ BROKEN_IMAGES = """() => Array.from(document.images)
 
 # a fingerprint of the pixels an explorer currently shows
 SHOWN_IMAGE = """(box) => {
-    const img = Array.from(box.querySelectorAll('img.widget-image')).find(i => i.offsetParent !== null);
+    const img = Array.from(box.querySelectorAll('img')).find(i => i.offsetParent !== null);
     if (!img || !img.complete || !img.naturalWidth) return null;
     const c = document.createElement('canvas');
     c.width = img.naturalWidth; c.height = img.naturalHeight;
@@ -302,7 +302,7 @@ def check_explorers(page) -> list[str]:
     problems = []
     if not page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count():
         return problems
-    boxes = page.locator(".widget-vbox").filter(has=page.locator("img.widget-image"))
+    boxes = page.locator(".widget-vbox").filter(has=page.locator("img"))
     if not boxes.count():
         return ["the page embeds widgets but shows no explorer (a control above an image)"]
     for b in range(boxes.count()):
