@@ -16,20 +16,20 @@ submodules every chapter uses (``al.exercises``, ``al.quiz``, ``al.widgets``, ``
 The package's folders are its layers; each imports only the layers above it in this list
 (``tests/test_layout.py`` fails on an import cycle or an import the wrong way):
 
-============== =====================================================================
-``i18n``       the language of what attnlib shows, and its message catalogues
-``kernels``    attention itself: softmax, masks, attention, multi-head, RoPE, and the
-               exact or approximate variants (flash, sparse, linear, performer, ring)
-``models``     the Transformer block (chapter 5) and the small GPT (chapters 7 and 8)
+=============== ====================================================================
+``i18n``        the language of what attnlib shows, and its message catalogues
+``kernels``     attention itself: softmax, masks, attention, multi-head, RoPE, and the
+                exact or approximate variants (flash, sparse, linear, performer, ring)
+``models``      the Transformer block (chapter 5) and the small GPT (chapters 7 and 8)
 ``instruments`` the chapters' measuring helpers, imported by name, not re-exported:
-               ``from attnlib.instruments import motivation as mo`` (chapter 1),
-               ``scaling`` (3), ``complexity`` (6), ``train`` (7), ``inference`` and
-               ``positions`` (8)
-``ui``         plots, explorers, quizzes and diagrams
-``exercises``  the checker, its data model, each chapter's catalogue of exercises and
-               the process that runs a learner's code
-``grading``    the teacher's tools: student notebooks, the sandboxed grader, reports
-============== =====================================================================
+                ``from attnlib.instruments import motivation as mo`` (chapter 1),
+                ``scaling`` (3), ``complexity`` (6), ``train`` (7), ``inference`` and
+                ``positions`` (8)
+``ui``          plots, explorers, quizzes and diagrams
+``exercises``   the checker, its data model, each chapter's catalogue of exercises and
+                the process that runs a learner's code
+``grading``     the teacher's tools: student notebooks, the sandboxed grader, reports
+=============== ====================================================================
 
 The text attnlib shows (quizzes, checker verdicts, explorer labels, figure titles) is in
 English or Chinese: ``al.set_language("zh")``, or ``ATTNLIB_LANG=zh`` (:mod:`attnlib.i18n`).

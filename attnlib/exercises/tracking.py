@@ -145,7 +145,7 @@ def progress() -> Progress:
     """Which exercises of the course you have passed so far (in any notebook on this machine).
 
     Returns:
-        a :class:`Progress` that shows itself as a table in a notebook (and as text).
+        a ``Progress`` that shows itself as a table in a notebook (and as text).
 
     Example::
 

@@ -211,7 +211,12 @@ class ApiReference(SphinxDirective):
             # attnlib.softmax: index only the function (the name readers call)
             clash = modname.rsplit(".", 1)[-1] in getattr(pkg, "__all__", []) and \
                 not isinstance(getattr(pkg, modname.rsplit(".", 1)[-1]), type(pkg))
-            self._automodule(modname, exported, sec, no_index=clash)
+            # a layer's package (attnlib.kernels, attnlib.models, ...) re-exports what its
+            # modules define: those members are documented once, in their own module's section
+            if hasattr(mod, "__path__"):
+                exported += [n for n in getattr(mod, "__all__", [])
+                             if getattr(getattr(mod, n, None), "__module__", modname) != modname]
+            self._automodule(modname, sorted(set(exported)), sec, no_index=clash)
             out.append(sec)
         # the reference is the code's own documentation (what help() prints): the Chinese
         # edition keeps it in English, so none of it goes into the message catalogues
