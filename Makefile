@@ -10,8 +10,8 @@ ASSETS := site_assets/vendor/VERSIONS.json
 CHROMIUM ?= /usr/bin/chromium
 # apt-get needs root: CI runs as root; elsewhere use sudo when there is one
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || command -v sudo)
-# the browser and book-link tests run after the book is built, not with the unit tests
-SITE_TESTS := tests/browser tests/test_book.py tests/test_publish.py
+# the browser, book-link and PDF tests run after the book (and its PDFs) is built, not with the unit tests
+SITE_TESTS := tests/browser tests/test_book.py tests/test_publish.py tests/test_pdf.py tests/test_alt_text.py
 # suites with their own target (and their own conftest.py), left out of `make unit`
 SEPARATE   := $(SITE_TESTS) tests/jupyterlab
 # pytest-xdist workers of the unit and browser tests
@@ -21,7 +21,7 @@ QUICK      := not slow and not system
 NBVAL      := --nbval --nbval-current-env --nbval-cell-timeout=300
 export PYTHONHASHSEED := 0
 
-.PHONY: help venv assets node chromium fonts gettext-tools bubblewrap debs book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt nbval-zh site-en site-zh book-check browser jupyterlab notebooks notebooks-zh bench gpu-check freeze clean assignments grading
+.PHONY: help venv assets node chromium fonts gettext-tools bubblewrap poppler debs pdf book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt nbval-zh site-en site-zh book-check browser jupyterlab notebooks notebooks-zh bench gpu-check freeze clean assignments grading
 
 help:
 	@echo "make book       build the website: English in _build/html, Chinese in _build/html/zh"
@@ -40,6 +40,8 @@ help:
 	@echo "make notebooks  re-execute every chapter and store its outputs (after editing one), then"
 	@echo "                the Chinese notebooks (make notebooks-zh: write zh/chapters, execute them)"
 	@echo "make assignments  the chapters as student notebooks (no solutions) in _build/assignments/{en,zh}"
+	@echo "make pdf        the course as a PDF in each language, printed from the built site by Chromium"
+	@echo "                (_build/pdf/; also linked from the site; make book builds them too)"
 	@echo "make bench      run the benchmarks"
 	@echo "make publish    build the site and push it to the gh-pages branch (PUBLISH_REMOTE=origin)"
 	@echo "make dist       build attnlib's sdist and wheel into dist/"
@@ -66,6 +68,7 @@ NEED_CHROMIUM = $(if $(wildcard $(CHROMIUM)),,chromium)
 NEED_FONTS    = $(shell dpkg -s fonts-wqy-microhei >/dev/null 2>&1 || dpkg -s fonts-noto-cjk >/dev/null 2>&1 || echo fonts-wqy-microhei)
 NEED_GETTEXT  = $(shell command -v msgfmt >/dev/null || echo gettext)
 NEED_BWRAP    = $(shell command -v bwrap >/dev/null || echo bubblewrap)
+NEED_POPPLER  = $(shell command -v pdftotext >/dev/null || echo poppler-utils)
 apt_install   = $(if $(strip $(1)),$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q $(strip $(1)),@:)
 
 node:
@@ -78,9 +81,11 @@ gettext-tools:
 	$(call apt_install,$(NEED_GETTEXT))
 bubblewrap:
 	$(call apt_install,$(NEED_BWRAP))
+poppler:
+	$(call apt_install,$(NEED_POPPLER))
 # all of them at once (make test)
 debs:
-	$(call apt_install,$(NEED_NPM) $(NEED_CHROMIUM) $(NEED_FONTS) $(NEED_GETTEXT) $(NEED_BWRAP))
+	$(call apt_install,$(NEED_NPM) $(NEED_CHROMIUM) $(NEED_FONTS) $(NEED_GETTEXT) $(NEED_BWRAP) $(NEED_POPPLER))
 
 $(ASSETS): package.json package-lock.json tools/vendor_assets.py
 	@$(MAKE) --no-print-directory node
@@ -93,6 +98,7 @@ assets: $(ASSETS)
 # Both editions: English at _build/html, then the same book in Chinese at _build/html/zh
 # (tools/editions.py: language zh_CN, the Chinese notebooks zh/chapters/ with their stored outputs)
 book: book-en book-zh
+	@$(MAKE) --no-print-directory pdf
 	@echo
 	@echo "Built. Open _build/html/index.html in a browser, or serve it:"
 	@echo "  $(BIN)/python -m http.server -d _build/html 8000   # then visit http://127.0.0.1:8000"
@@ -120,6 +126,14 @@ site-zh: venv assets
 	$(BIN)/python tools/editions.py zh -- -W -n --keep-going
 
 book-check: site-en site-zh
+
+# The course as a PDF in each language (tools/pdf.py): the built site's pages composed into
+# one book per edition and printed by Chromium into _build/pdf/ and the site (which links
+# them); the site is built from the stored outputs first when it is missing. `make browser`
+# checks them (tests/test_pdf.py, with pdftotext from Debian's poppler-utils).
+pdf: venv chromium fonts
+	@test -f _build/html/index.html -a -f _build/html/zh/index.html || $(MAKE) --no-print-directory book-check
+	ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python tools/pdf.py
 
 # Translating (docs/translating.md): `make gettext` writes the English messages of the book (Sphinx's
 # gettext builder) and of attnlib (tools/i18n_extract.py) to _build/gettext/; `make
@@ -173,7 +187,7 @@ nbval-zh: venv fonts
 	$(BIN)/python -m pytest -q $(NBVAL) $(NOTEBOOK_DIRS:%=zh/%)
 	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) $(NOTEBOOK_DIRS:%=zh/%)
 
-browser: venv chromium
+browser: venv chromium poppler
 	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(JOBS) $(SITE_TESTS)
 
 # Each chapter as a learner opens it: JupyterLab on 127.0.0.1 with a temporary copy of the
@@ -190,9 +204,10 @@ jupyterlab: venv chromium assets
 # tools/suites.py prints a summary naming the failed ones (and fails if one did).
 # To add a suite: write its target, then add its name here (and if its tests live under
 # tests/, add them to SEPARATE so that `make unit` does not run them too).
-SUITES := site-zh site-en browser nbval nbval-alt nbval-zh unit jupyterlab
+SUITES := site-zh site-en pdf browser nbval nbval-alt nbval-zh unit jupyterlab
 # a suite that needs another's result waits for it (the site tests need both editions)
-suite-browser: suite-site-en suite-site-zh
+suite-browser: suite-site-en suite-site-zh suite-pdf  # the pages link the PDFs
+suite-pdf: suite-site-en suite-site-zh
 TEST_JOBS ?= 2  # 3 on two cores (load 6-7) made spawn-mode checker tests time out on correct code
 LOGS      := _build/test-logs
 

@@ -38,3 +38,39 @@
     install();
   }
 })();
+
+// The explorers' sliders for screen readers: ipywidgets' slider handle (noUiSlider's
+// role="slider" element) has no name and announces the position's index ("3") where the
+// page shows its label ("her"). Name each handle after its control's label and give it the
+// readout as its value text, kept up to date as the slider moves
+// (tests/browser/test_accessibility.py: axe-core's aria-input-field-name, and the keyboard test).
+(function () {
+  function describe(handle) {
+    var slider = handle.closest(".widget-slider");
+    if (!slider) { return; }
+    var label = slider.querySelector(".widget-label");
+    var readout = slider.querySelector(".widget-readout");
+    if (label && label.textContent.trim() && handle.getAttribute("aria-label") !== label.textContent.trim()) {
+      handle.setAttribute("aria-label", label.textContent.trim());
+    }
+    if (readout && readout.textContent.trim() && handle.getAttribute("aria-valuetext") !== readout.textContent.trim()) {
+      handle.setAttribute("aria-valuetext", readout.textContent.trim());
+    }
+  }
+  function describeAll() {
+    Array.prototype.forEach.call(document.querySelectorAll(".widget-slider .noUi-handle[role='slider']"), describe);
+  }
+  function start() {
+    describeAll();
+    // widgets render after the page has loaded, and a move rewrites the readout and the
+    // handle's aria-valuetext: describe again after every change below the body
+    new MutationObserver(describeAll).observe(document.body, {
+      childList: true, subtree: true, characterData: true, attributes: true, attributeFilter: ["aria-valuetext"]
+    });
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

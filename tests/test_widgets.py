@@ -83,3 +83,61 @@ def test_values_written_on_figures_are_at_least_10_px_at_72_dpi(kind):
     sizes = [t.get_fontsize() * fig.dpi / 72 for t in ax.texts]
     plt.close(fig)
     assert sizes and min(sizes) >= 10, f"{kind}: values written at {min(sizes):.1f} px"
+
+
+# ------------------------------------------------------------------ alt text (attnlib.ui.plots.show, explorer alt=)
+
+def _alts(page: str) -> list[str]:
+    import html
+
+    return [html.unescape(a) for a in re.findall(r'<img [^>]*alt="([^"]*)"', page)]
+
+
+def test_show_displays_the_figure_with_its_alt_text_and_closes_it():
+    import IPython.display
+
+    seen = []
+    orig = IPython.display.display
+    IPython.display.display = lambda obj, *a, **k: seen.append(obj)
+    try:
+        fig = _render(2.0)
+        al.plots.show(fig, alt="bars: a is 2, twice b")
+    finally:
+        IPython.display.display = orig
+    assert not plt.fignum_exists(fig.number), "the figure must be closed (no second copy under plt.show())"
+    (shown,) = seen
+    page = shown._repr_html_()
+    assert _alts(page) == ["bars: a is 2, twice b"]
+    png = base64.b64decode(re.search(r'src="data:image/png;base64,([^"]+)"', page).group(1))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png == shown.png
+    assert repr(shown) == "Figure: bars: a is 2, twice b"  # the plain-text form (nbval compares it)
+
+
+@pytest.mark.parametrize("alt", ["", "   ", None])
+def test_show_refuses_a_figure_without_alt_text(alt):
+    fig = _render(1.0)
+    with pytest.raises(ValueError, match="alt must be a text"):
+        al.plots.show(fig, alt=alt)
+    plt.close(fig)
+
+
+def test_every_explorer_view_carries_its_own_alt_text():
+    ex = al.widgets.explorer(_render, [1, 2, 3], description="k", initial=2,
+                             alt=lambda k: f"a is {k}, b is 1")
+    views = [child.value for child in ex.widget.children[1].children]
+    assert [_alts(v) for v in views] == [["a is 1, b is 1"], ["a is 2, b is 1"], ["a is 3, b is 1"]]
+    for v, frame in zip(views, ex.frames):  # each view is its own picture
+        assert base64.b64decode(re.search(r'base64,([^"]+)"', v).group(1)) == frame
+    still = ex.still_bundle()["text/html"]
+    assert _alts(still) == ["a is 3, b is 1"], "the still is the initial view, with that view's alt text"
+
+
+def test_explorer_alt_defaults_to_the_setting_and_checks_its_length():
+    ex = al.widgets.explorer(_render, [1, 2], description="k", labels=["one", "two"])
+    assert [_alts(c.value) for c in ex.widget.children[1].children] == [["k = one"], ["k = two"]]
+    ex = al.widgets.explorer(_render, [1, 2], description="k", alt=["a is one", "a is two"])
+    assert _alts(ex.still_bundle()["text/html"]) == ["a is one"]
+    with pytest.raises(ValueError, match="alt has 1 entries but values has 2"):
+        al.widgets.explorer(_render, [1, 2], description="k", alt=["only one"])
+    with pytest.raises(ValueError, match="alt must be a text"):
+        al.widgets.explorer(_render, [1, 2], description="k", alt=lambda k: "")

@@ -8,7 +8,8 @@ package-lock.json) and served from ``_build/html/_static/vendor/``. Only the fil
 can ask for are copied (MathJax's CHTML output with its fonts and lazily loaded TeX
 extensions, menu and accessibility components; the widget manager's AMD bundle and the
 icon fonts it references), about 15 MB instead of the 150 MB in node_modules. Each
-package's package.json (its version and licence) is copied along.
+package's package.json (its version and licence) is copied along. axe-core (the
+accessibility checker of the browser tests) is vendored here too, but not published.
 """
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ COPY = [
                                        "dist/*.ttf", "dist/*.eot", "dist/*.svg", "package.json"], "html-manager"),
     ("mathjax", ["es5/tex-mml-chtml.js", "es5/input", "es5/output/chtml.js", "es5/output/chtml",
                  "es5/ui", "es5/a11y", "es5/sre", "es5/adaptors", "LICENSE", "package.json"], "mathjax"),
+    # for the browser tests only (tests/browser/test_accessibility.py injects it into each
+    # page); _config.yml's exclude_patterns keeps it out of the built site
+    ("axe-core", ["axe.min.js", "LICENSE", "package.json"], "axe-core"),
 ]
 
 

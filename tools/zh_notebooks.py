@@ -21,7 +21,7 @@ A Chinese notebook is its English chapter with
   code-cell catalogue ``attnlib/i18n/locales/zh_CN/LC_MESSAGES/chapters/NN_x.po`` (and
   ``chapters/common.po`` for the setup lines every chapter shares): comments, and the string
   literals of ``print(...)`` calls, quizzes (``al.quiz.question``), figure text, explorer
-  labels and ``# i18n`` lines. Identifiers, code and numbers are unchanged.
+  labels, alt text (``alt=``, also ``alt=lambda v: f"..."``) and ``# i18n`` lines. Identifiers, code and numbers are unchanged.
 
 A chapter's solutions notebook takes its prose from ``locales/zh_CN/LC_MESSAGES/solutions/NN_x.po``
 and its code cells' text from the chapter's code-cell catalogue (the solutions were written
@@ -55,7 +55,7 @@ COMMON = "common"  # the setup lines every chapter shares: chapters/common.po
 
 FIGURE_CALLS = {"set_title": 0, "suptitle": 0, "set_xlabel": 0, "set_ylabel": 0, "supxlabel": 0,
                 "supylabel": 0, "text": 2, "annotate": 0}
-TEXT_KEYWORDS = {"title", "label", "xlabel", "ylabel", "description"}
+TEXT_KEYWORDS = {"title", "label", "xlabel", "ylabel", "description", "alt"}  # alt: a figure's alt text
 LIST_KEYWORDS = {"labels"}
 # a phrase of words (not a colour, a format such as "o-", or a single data token)
 _PHRASE = re.compile(r"[A-Za-z]{2,}[^\n]*\s[^\n]*[A-Za-z]{2,}|[A-Za-z]{3,}.*[:=(]")
@@ -192,6 +192,8 @@ def _strings_in(node: ast.AST):
             yield from _strings_in(e)
     elif isinstance(node, (ast.ListComp, ast.GeneratorExp)):
         yield from _strings_in(node.elt)
+    elif isinstance(node, ast.Lambda):  # alt=lambda i: f"...": the text each view shows
+        yield from _strings_in(node.body)
     elif isinstance(node, ast.Call) and _call_name(node) in ("join", "format") \
             and isinstance(node.func, ast.Attribute):
         yield from _strings_in(node.func.value)
@@ -257,7 +259,7 @@ def shown_literals(tree: ast.AST, lines: list[str], *, replaceable_only: bool = 
                 if isinstance(sub, ast.JoinedStr) or (isinstance(sub, ast.Constant) and isinstance(sub.value, str)):
                     text = sub.value if isinstance(sub, ast.Constant) else _literal_text_of(sub)
                     (found if id(sub) in shown or _is_phrase(text) else kept).append(sub)
-    draws = FIGURE_CALLS.keys() | {"explorer", "subplots", "figure", "bars", "heatmap", "LivePlot"}
+    draws = FIGURE_CALLS.keys() | {"explorer", "subplots", "figure", "bars", "heatmap", "LivePlot", "show"}
     if any(_call_name(n) in draws or TEXT_KEYWORDS & {k.arg for k in n.keywords}
            for n in ast.walk(tree) if isinstance(n, ast.Call)):
         # a cell that draws or explores: phrases it keeps in lists, tuples and dicts (panel

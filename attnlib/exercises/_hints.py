@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..i18n import N_, _
+from ..ui import colours
 
 __all__ = ["hint", "displayed_hint", "shown_part_of_hint", "Hint"]
 
@@ -147,7 +148,7 @@ class Hint:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        return ('<div class="attnlib-hint" style="border-left:4px solid #9a6700;padding:.4em .8em;margin:.3em 0">'
+        return (f'<div class="attnlib-hint" style="border-left:4px solid {colours.WARNING};padding:.4em .8em;margin:.3em 0">'
                 f'<b>💡 {html.escape(self._head())}</b>'
                 f'<div style="white-space:pre-wrap">{html.escape(self.text)}</div></div>')
 

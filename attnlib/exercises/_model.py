@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import kernels
 from ..i18n import N_, _
+from ..ui import colours
 from ._rules import parse_rule
 
 __all__ = ["Case", "Mistake", "Exercise", "CheckResult", "EXERCISES", "register",
@@ -246,7 +247,6 @@ def register(ex: Exercise) -> Exercise:
 # --------------------------------------------------------------------------- results
 
 _ICON = {"passed": "✓", "failed": "✗", "not_attempted": "…", "error": "!"}
-_COLOUR = {"passed": "#1a7f37", "failed": "#cf222e", "not_attempted": "#6e7781", "error": "#9a6700"}
 _HEAD = {"passed": N_("passed"), "failed": N_("not yet"), "not_attempted": N_("not attempted"),
          "error": N_("could not check")}
 
@@ -323,7 +323,7 @@ class CheckResult:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        c = _COLOUR[self.status]
+        c = colours.STATUS[self.status]
         hint_word, fix_words = _("Hint:"), html.escape(_("How to fix it:"))
         printed_words = _("Your function printed (first lines):")
         hint = (f'<div style="margin-top:.3em"><b>{hint_word}</b> {_html_text(self.hint)}</div>'
@@ -333,7 +333,7 @@ class CheckResult:
         printed = (f'<div style="margin-top:.3em"><b>{printed_words}</b>'
                    f'<pre style="margin:.2em 0">{html.escape(self._printed())}</pre></div>'
                    if self._printed() else "")
-        step = (f'<div style="margin-top:.3em;color:#6e7781">{html.escape(self._next_step())}</div>'
+        step = (f'<div style="margin-top:.3em;color:{colours.MUTED}">{html.escape(self._next_step())}</div>'
                 if self._next_step() else "")
         title = self._title()
         return (f'<div class="attnlib-check attnlib-check-{self.status}" '

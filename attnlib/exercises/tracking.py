@@ -22,6 +22,7 @@ import sys
 import tempfile
 
 from ..i18n import _
+from ..ui import colours
 
 __all__ = ["progress", "record", "progress_file", "reset", "Progress"]
 
@@ -132,7 +133,7 @@ class Progress:
         rows = []
         for chapter, names in sorted(self.chapters.items()):
             cells = "".join(
-                f'<span style="margin-right:1em;color:{"#1a7f37" if n in self.passed else "#6e7781"}">'
+                f'<span style="margin-right:1em;color:{colours.PASSED if n in self.passed else colours.MUTED}">'
                 f'{"✓" if n in self.passed else "·"} <code>{html.escape(n)}</code></span>' for n in names)
             done = sum(n in self.passed for n in names)
             rows.append(f"<tr><td>{html.escape(chapter)}</td><td>{done}/{len(names)}</td><td>{cells}</td></tr>")

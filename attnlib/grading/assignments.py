@@ -42,6 +42,7 @@ import sys
 import time
 
 from ..i18n import N_, _, get_language
+from ..ui import colours
 
 __all__ = ["answer", "build", "write", "main"]
 
@@ -71,7 +72,7 @@ class Answer:
         return self._text()
 
     def _repr_html_(self) -> str:
-        colour = "#1a7f37" if self.ok else "#6e7781"
+        colour = colours.PASSED if self.ok else colours.MUTED
         return (f'<div class="attnlib-answer" style="border-left:4px solid {colour};padding:.3em .8em">'
                 f"{html.escape(self._text())}</div>")
 

@@ -21,12 +21,12 @@ import pathlib
 
 from ..exercises import EXERCISES
 from ..i18n import N_, _, get_language
+from ..ui import colours
 from .notebook import STATUSES, NotebookGrade
 
 __all__ = ["write_csv", "write_json", "write_html", "exercise_columns", "question_columns"]
 
-COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "not_attempted": "#8c959f", "error": "#9a6700",
-           "timed_out": "#8250df"}
+COLOURS = {**colours.STATUS, "timed_out": "#8250df"}  # text and bars: attnlib.ui.colours (and a purple)
 LABELS = {"passed": N_("passed"), "failed": N_("wrong"), "not_attempted": N_("not attempted"),
           "error": N_("error"), "timed_out": N_("timed out")}
 ICONS = {"passed": "✓", "failed": "✗", "not_attempted": "…", "error": "!", "timed_out": "⏱"}

@@ -1,16 +1,29 @@
 """Small plotting helpers shared by the chapters (matplotlib, imported lazily).
 
+**Every figure says what it shows.** A chapter shows a figure with
+``al.plots.show(fig, alt="...")`` instead of ``plt.show()``: ``alt`` is a short
+description of the figure's finding (its title is often the right start), written where
+the figure is made, in the chapter's language (the Chinese notebooks carry it translated,
+like printed text). It becomes the picture's alt text, which a screen reader reads, in
+JupyterLab, Colab and on the website alike (an HTML ``<img>``), and the figure's plain-text
+form. The explorers' views carry theirs the same way (:func:`attnlib.ui.widgets.explorer`,
+``alt=``).
+
 Text is sized to stay legible at 1x and at 2x zoom: the values written on bars and in
 heatmap cells are ``VALUE_PT`` = 10 points (9 in heatmaps of more than 64 cells), i.e.
 17 px at the figures' 120 dpi (:mod:`attnlib.ui.style`).
 """
 from __future__ import annotations
 
-from ..i18n import N_
+import base64
+import html
+import io
+
+from ..i18n import N_, _
 
 VALUE_PT = 10  # font size of the numbers written on heatmaps and bars
 
-__all__ = ["fig_to_png", "heatmap", "bars"]
+__all__ = ["fig_to_png", "png_img", "show", "Shown", "heatmap", "bars"]
 
 
 def fig_to_png(fig, dpi: float | None = None) -> bytes:
@@ -35,6 +48,76 @@ def fig_to_png(fig, dpi: float | None = None) -> bytes:
     png = figure_png(fig, dpi or FIGURE_DPI)
     plt.close(fig)
     return png
+
+
+def png_img(png: bytes, alt: str, style: str = "max-width:100%") -> str:
+    """An HTML ``<img>`` of PNG bytes (a data URI, so the notebook and the page need no
+    file) with its alt text.
+
+    Args:
+        png: the PNG file's bytes (:func:`fig_to_png`).
+        alt: what the picture shows, for a reader who cannot see it; not empty.
+        style: the ``style`` attribute. Default: ``"max-width:100%"``.
+
+    Returns:
+        the ``<img>`` element as a string.
+
+    Raises:
+        ValueError: ``alt`` is empty.
+    """
+    if not isinstance(alt, str) or not alt.strip():
+        raise ValueError(f"alt must be a text that says what the picture shows, got {alt!r}; "
+                         "write the figure's finding, e.g. alt=\"weights: 'her' attends most to Anna\"")
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt.strip())}" style="{style}">'
+
+
+class Shown:
+    """A figure rendered to PNG with what it shows (see :func:`show`): HTML, an ``<img>``
+    with that alt text; plain text, the description."""
+
+    def __init__(self, png: bytes, alt: str):
+        png_img(png, alt)  # the same checks
+        self.png, self.alt = png, alt.strip()
+
+    def __repr__(self) -> str:
+        return _("Figure: {alt}").format(alt=self.alt)
+
+    def _repr_html_(self) -> str:
+        return png_img(self.png, self.alt)
+
+
+def show(fig, alt: str, *, dpi: float | None = None) -> None:
+    """Show a matplotlib figure with its alt text, in place of ``plt.show()``, and close it.
+
+    Args:
+        fig: a matplotlib Figure (``plt.gcf()`` for the current one); it is closed afterwards.
+        alt: what the figure shows, in a sentence or two, for a reader who cannot see it:
+            its finding ("weights: 'her' puts 0.87 on Anna"), not its file or kind.
+        dpi: resolution. Default: ``None`` (the figure's own, as ``plt.show()`` draws it).
+
+    Returns:
+        None (like ``plt.show()``). The notebook shows the picture, with ``alt`` as its alt
+        text and as its plain-text form (:class:`Shown`).
+
+    Raises:
+        ValueError: ``alt`` is empty.
+
+    Example::
+
+        >>> fig, ax = plt.subplots()
+        >>> al.plots.heatmap(ax, weights)
+        >>> al.plots.show(fig, alt="Weights: each query puts most of its attention on the key before it")
+    """
+    if not isinstance(alt, str) or not alt.strip():
+        png_img(b"", alt)  # raises, naming the argument, before the figure is drawn
+    shown = Shown(fig_to_png(fig, dpi=dpi or fig.dpi), alt)
+    try:
+        from IPython.display import display
+    except ImportError:  # no IPython: the description is all a plain terminal can show
+        print(repr(shown))
+        return
+    display(shown)  # outside IPython this prints the description
 
 
 def heatmap(ax, a, *, row_labels=None, col_labels=None, fmt="{:.2f}", cmap="Blues",

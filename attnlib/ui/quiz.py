@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from ..i18n import _, get_language
+from . import colours
 
 __all__ = ["Question", "question"]
 
@@ -72,7 +73,7 @@ class Question:
             verdict = _("Correct.") if correct else _("Not quite.")
             feedback = _without_verdict(feedback) if get_language() == "en" else feedback
             cls = "attnlib-quiz-right" if correct else "attnlib-quiz-wrong"
-            colour = "#1a7f37" if correct else "#cf222e"
+            colour = colours.PASSED if correct else colours.FAILED
             items.append(
                 f'<details class="attnlib-quiz-choice {cls}" style="margin:.25em 0">'
                 f'<summary style="cursor:pointer"><b>{_LETTERS[i]}.</b> {html.escape(text)}</summary>'
@@ -81,10 +82,10 @@ class Question:
                 f'{html.escape(feedback)}</div></details>')
         qid = f' id="{html.escape(self.qid)}"' if self.qid else ""
         question, click = _("Question."), _("Click a choice to see feedback.")
-        return (f'<div class="attnlib-quiz"{qid} style="border:1px solid #d0d7de;border-radius:6px;'
+        return (f'<div class="attnlib-quiz"{qid} style="border:1px solid {colours.BORDER};border-radius:6px;'
                 f'padding:.6em .9em;margin:.5em 0"><p class="attnlib-quiz-prompt" style="margin:0 0 .4em 0">'
                 f'<b>{question}</b> {html.escape(self.prompt)}</p>{"".join(items)}'
-                f'<p style="margin:.4em 0 0 0;font-size:90%;color:#6e7781">{click}</p></div>')
+                f'<p style="margin:.4em 0 0 0;font-size:90%;color:{colours.MUTED}">{click}</p></div>')
 
 
 def question(prompt: str, choices: list, qid: str = "") -> Question:

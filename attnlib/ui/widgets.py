@@ -2,7 +2,10 @@
 picture (never an error) wherever the live control cannot render.
 
 Every view is rendered once, up front, into a PNG; a control (slider or buttons) picks
-which one is shown through a ``jslink`` to an ``ipywidgets.Stack``. The link runs in the
+which one is shown through a ``jslink`` to an ``ipywidgets.Stack``. Each view is an HTML
+``<img>`` with its own alt text, which says what that view shows (``alt=``; by default the
+control's setting, "query = her"), so a screen reader announces the view the control
+picked (:func:`attnlib.ui.plots.png_img`). The link runs in the
 browser, so the explorer keeps working on the built site with no kernel (its widget
 state is embedded at build time).
 
@@ -25,11 +28,11 @@ live explorer (class ``attnlib-explorer``) is in the same output area, in Jupyte
 """
 from __future__ import annotations
 
-import base64
 import html
 from typing import Callable, Sequence
 
 from ..i18n import N_, _, join_list
+from .plots import png_img
 from .style import FIGURE_DPI
 
 __all__ = ["Explorer", "explorer", "RUN_HINT"]
@@ -52,9 +55,11 @@ class Explorer:
     ``initial`` is the index of the view shown first (and in the still).
     """
 
-    def __init__(self, widget, frames: list, labels: list, description: str, initial: int = 0):
+    def __init__(self, widget, frames: list, labels: list, description: str, initial: int = 0,
+                 alts: list | None = None):
         self.widget, self.frames, self.labels, self.description = widget, frames, labels, description
         self.initial = initial
+        self.alts = alts if alts is not None else [f"{description} = {lab}" for lab in labels]
 
     def __repr__(self) -> str:
         return (f"Explorer({self.description!r}: {len(self.frames)} views, "
@@ -63,17 +68,14 @@ class Explorer:
     def still_bundle(self) -> dict:
         """The MIME bundle of the still: the first view as a picture and a line saying to
         run the cell. Its ``text/plain`` is stable (nbval compares it)."""
-        png = base64.b64encode(self.frames[self.initial]).decode("ascii")
         views = join_list(self.labels)   # 1, 2, 4 (Chinese: 1、2、4)
         label = f"{self.description} = {self.labels[self.initial]}"
         run = _(RUN_HINT)
-        alt = _("{label} (first view of the explorer)").format(label=label)
         line = _("{run}: a {description} control switches between {n} views ({views}). "
                  "This picture is the view for {label}.").format(
             run=run, description=self.description, n=len(self.frames), views=views, label=label)
         page = (f'<div class="attnlib-explorer-still"><style>{_STILL_CSS}</style>'
-                f'<img src="data:image/png;base64,{png}" alt="{html.escape(alt)}" '
-                f'style="max-width:100%">'
+                f'{png_img(self.frames[self.initial], self.alts[self.initial])}'
                 f'<p style="margin:.2em 0;font-style:italic">&#9654; {html.escape(line)}</p></div>')
         text = _("{explorer}. {run}: the picture is the view for {label}.").format(
             explorer=repr(self), run=run, label=label)
@@ -89,7 +91,8 @@ class Explorer:
 
 
 def explorer(render: Callable, values: Sequence, *, description: str, labels: Sequence | None = None,
-             control: str = "slider", dpi: int = DPI, initial: int = 0) -> Explorer:
+             alt: Callable | Sequence | None = None, control: str = "slider", dpi: int = DPI,
+             initial: int = 0) -> Explorer:
     """Precompute ``render(value)`` for every value and link a control to the results.
 
     Args:
@@ -97,10 +100,13 @@ def explorer(render: Callable, values: Sequence, *, description: str, labels: Se
         values: the values the control can take, in order.
         description: the control's label.
         labels: text for each value on the control. Default: ``str(value)``.
+        alt: what each view shows, for a reader who cannot see it (the view's alt text,
+            also the still's): ``alt(value) -> str``, or one text per value, written in
+            the chapter's language like its printed text ("query 'her' attends most to
+            Anna"). Default: ``None`` (the setting only: "query = her").
         control: ``"slider"`` (an integer slider over the positions, its readout showing
             the label) or ``"buttons"`` (toggle buttons). Default: ``"slider"``.
         dpi: resolution of the PNGs. Default: ``DPI``, the course's ``FIGURE_DPI`` (120).
-            Default: ``100``.
         initial: index of the view shown first. Default: ``0``.
 
     Returns:
@@ -109,7 +115,8 @@ def explorer(render: Callable, values: Sequence, *, description: str, labels: Se
         to explore" show instead.
 
     Raises:
-        ValueError: ``labels`` and ``values`` differ in length, or ``control`` is unknown.
+        ValueError: ``labels`` (or ``alt`` as a sequence) and ``values`` differ in length,
+            ``control`` is unknown, or a view's ``alt`` is empty.
 
     Example::
 
@@ -126,8 +133,17 @@ def explorer(render: Callable, values: Sequence, *, description: str, labels: Se
         raise ValueError(f"labels has {len(labels)} entries but values has {len(values)}; give one label per value")
     if control not in ("slider", "buttons"):
         raise ValueError(f"control must be 'slider' or 'buttons', got {control!r}")
+    if alt is None:
+        alts = [f"{description} = {lab}" for lab in labels]
+    elif callable(alt):
+        alts = [alt(v) for v in values]
+    else:
+        alts = list(alt)
+        if len(alts) != len(values):
+            raise ValueError(f"alt has {len(alts)} entries but values has {len(values)}; give one text per "
+                             "value, or a function of the value")
     frames = [fig_to_png(render(v), dpi=dpi) for v in values]
-    stack = w.Stack([w.Image(value=f, format="png") for f in frames], selected_index=initial)
+    stack = w.Stack([w.HTML(value=png_img(f, a)) for f, a in zip(frames, alts)], selected_index=initial)
     if control == "buttons":
         ctrl = w.ToggleButtons(options=[(lab, i) for i, lab in enumerate(labels)], value=initial,
                                description=description, style={"button_width": "auto"})
@@ -138,4 +154,4 @@ def explorer(render: Callable, values: Sequence, *, description: str, labels: Se
     w.jslink((ctrl, "index"), (stack, "selected_index"))
     box = w.VBox([ctrl, stack])
     box.add_class("attnlib-explorer")
-    return Explorer(box, frames, labels, description, initial)
+    return Explorer(box, frames, labels, description, initial, alts)

@@ -63,10 +63,12 @@ PAGES = discover_pages()
 
 # ------------------------------------------------------------------------------ helpers
 
+# MathJax typesets the page once at start-up (and the widgets' labels as they render);
+# typesetting the whole page again would also render the hidden MathML it writes for screen
+# readers (its MathML input finds those <math> elements), nesting a second formula in each
 WAIT_FOR_MATHJAX = """async () => {
     if (!window.MathJax || !MathJax.startup || !MathJax.startup.promise) return false;
     await MathJax.startup.promise;
-    if (MathJax.typesetPromise) await MathJax.typesetPromise();
     return true;
 }"""
 
@@ -85,7 +87,7 @@ BROKEN_IMAGES = """() => Array.from(document.images)
 
 # a fingerprint of the pixels an explorer currently shows
 SHOWN_IMAGE = """(box) => {
-    const img = Array.from(box.querySelectorAll('img.widget-image')).find(i => i.offsetParent !== null);
+    const img = Array.from(box.querySelectorAll('img')).find(i => i.offsetParent !== null);
     if (!img || !img.complete || !img.naturalWidth) return null;
     const c = document.createElement('canvas');
     c.width = img.naturalWidth; c.height = img.naturalHeight;
@@ -300,7 +302,7 @@ def check_explorers(page) -> list[str]:
     problems = []
     if not page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count():
         return problems
-    boxes = page.locator(".widget-vbox").filter(has=page.locator("img.widget-image"))
+    boxes = page.locator(".widget-vbox").filter(has=page.locator("img"))
     if not boxes.count():
         return ["the page embeds widgets but shows no explorer (a control above an image)"]
     for b in range(boxes.count()):
