@@ -162,6 +162,12 @@ def tidy_catalogue(path: pathlib.Path) -> None:
         path.write_text(new, encoding="utf-8")
 
 
+# Hand-written catalogues of the theme's words (locales/zh_CN/LC_MESSAGES/sphinx.po,
+# booktheme.po): their entries are not in the templates Sphinx's gettext builder writes, so
+# `sphinx-intl update` would delete them as obsolete.
+HAND_WRITTEN = ("sphinx.pot", "booktheme.pot")
+
+
 def update_po() -> int:
     """``sphinx-intl update`` of both catalogue trees from ``_build/gettext/``; new
     messages come in untranslated, changed ones as fuzzy (tests/test_i18n.py names them)."""
@@ -170,6 +176,8 @@ def update_po() -> int:
         if not pot.is_dir():
             print(f"no {pot.relative_to(ROOT)}: run `make gettext` first", file=sys.stderr)
             return 1
+        for hand in HAND_WRITTEN:
+            (pot / hand).unlink(missing_ok=True)
         rc = subprocess.call([str(pathlib.Path(sys.executable).with_name("sphinx-intl")), "update",
                               "-p", str(pot), "-l", "zh_CN", "-d", str(locales)], cwd=ROOT)
         if rc:

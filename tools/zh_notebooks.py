@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import io
 import json
 import pathlib
@@ -388,9 +389,40 @@ def _setup_lines(lines: list[str]) -> range:
         return range(0)
 
 
+def docstrings(tree: ast.AST) -> list[tuple[ast.Constant, str]]:
+    """``(node, message)`` of each docstring of a function or class the cell defines (an
+    exercise stub's docstring is what the learner reads to write the function); the message
+    is the docstring as ``inspect.cleandoc`` gives it (no indentation)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str) and _words(first.value.value):
+                found.append((first.value, inspect.cleandoc(first.value.value)))
+    return found
+
+
+def _docstring(node: ast.Constant, lines: list[str], new: str) -> str:
+    """The literal of docstring ``node`` with ``new`` as its text, in the original's layout:
+    the same quotes and prefix, the body indented like the original's, the closing quotes
+    on their own line when they were."""
+    prefix, quote, body = _split_string_token(_literal_tokens(node, lines)[0])
+    indent = " " * node.col_offset
+    if "r" not in prefix.lower():
+        new = new.replace("\\", "\\\\")
+    if len(quote) == 1:
+        return _quote(new, quote, prefix)
+    text = "\n".join((indent + line if line.strip() else "") if i else line
+                     for i, line in enumerate(new.split("\n")))
+    if body.rstrip(" ").endswith("\n"):   # the closing quotes on a line of their own
+        text += "\n" + indent
+    return prefix + quote + text + quote
+
+
 def code_messages(source: str) -> list[tuple[str, bool, int, bool]]:
     """``(message, is_fstring, line, in_setup)`` of every text a reader sees in a code
-    cell: shown string literals and comments."""
+    cell: shown string literals, docstrings and comments."""
     global _LINES
     src = _code_source(source)
     lines = src.split("\n")
@@ -405,6 +437,8 @@ def code_messages(source: str) -> list[tuple[str, bool, int, bool]]:
             continue   # data kept in the code ("N, L, d_model"): no words to translate
         if _words(msg) if is_f else _words(msg.replace("{", "").replace("}", "")):
             out.append((msg, is_f, node.lineno, node.lineno - 1 in setup))
+    for node, msg in docstrings(tree):
+        out.append((msg, False, node.lineno, node.lineno - 1 in setup))
     for tok in tokenize.generate_tokens(io.StringIO(src).readline):
         if tok.type == tokenize.COMMENT:
             text = _comment_text(tok.string)
@@ -477,6 +511,12 @@ def translate_code(source: str, catalogue: dict[str, str], where: str = "",
             if "f" in prefix.lower():
                 prefix = prefix.replace("f", "").replace("F", "")
         spans.append((*_span(lines, node), _quote(body, quote if len(quote) == 1 else '"', prefix)))
+    for node, msg in docstrings(tree):
+        new = catalogue.get(msg)
+        if new is None:
+            missing.append(f"{where}:{node.lineno}: docstring {msg[:60]!r}")
+            continue
+        spans.append((*_span(lines, node), _docstring(node, lines, new)))
     for tok in tokenize.generate_tokens(io.StringIO(src).readline):
         if tok.type != tokenize.COMMENT:
             continue
