@@ -798,6 +798,11 @@ def _output_lines(cell) -> list[str]:
                 html = "".join(data["text/html"])
                 html = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)
                 html = re.sub(r"<code>(.*?)</code>", r"`\1`", html, flags=re.S)   # code, as in Markdown
+                # preformatted text (an evidence block's printout) keeps its lines and its
+                # padding: a table's columns are runs of spaces, not one space between words
+                pre = re.findall(r"<pre\b[^>]*>(.*?)</pre>", html, flags=re.S)
+                html = re.sub(r"<pre\b[^>]*>.*?</pre>", "</p>", html, flags=re.S)
+                lines += [re.sub(r"<[^>]+>", "", l).rstrip() for block in pre for l in block.split("\n")]
                 lines += [re.sub(r"\s+", " ", t).strip() for t in re.split(r"<br\s*/?>|</(?:p|div|li|tr|summary|details|h\d)>", html)]
                 lines = [re.sub(r"<[^>]+>", " ", l) for l in lines]
             elif "text/plain" in data and "image/png" not in data:
