@@ -196,7 +196,7 @@ def loop(channel: Channel, serve, payload) -> None:
 class Capture:
     """Everything written to file descriptors 1 and 2 (and ``sys.stdout`` / ``sys.stderr``)
     while it is active goes to an anonymous file; afterwards the first ``limit``
-    characters are kept and the rest only counted (:attr:`total` bytes). The served code
+    characters are kept and the rest only counted (``total`` bytes). The served code
     may close or replace file descriptors 0-2: they are put back afterwards."""
 
     _file: int | None = None
