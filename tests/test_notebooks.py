@@ -935,3 +935,34 @@ def test_stored_figures_are_drawn_at_the_courses_resolution(path):
 
 def test_the_chapters_store_figures_to_check():
     assert sum(len(stored_pngs(p)) for p in CHAPTERS) >= 30
+
+
+def _chapter_text(path) -> str:
+    """A chapter's sources and every stored text output, joined."""
+    parts = []
+    for c in _cells(path):
+        parts.append("".join(c["source"]))
+        for o in c.get("outputs", []):
+            parts.append("".join(o.get("text", "")))
+            parts += ["".join(v) for k, v in o.get("data", {}).items() if k.startswith("text")]
+    return "\n".join(parts)
+
+
+def test_the_misconceptions_page_quotes_what_the_chapters_print():
+    """A number the misconceptions page quotes in prose (0.042, 1.3) is one the chapter its
+    entry cites as evidence shows: a chapter's measurement changes, the page must follow."""
+    page = (ROOT / "appendix" / "misconceptions.md").read_text(encoding="utf-8")
+    by_number = {p.stem[:2]: p for p in CHAPTERS}
+    checked, stale = 0, []
+    for entry in re.split(r"\n#{2,3} ", page)[1:]:
+        cited = sorted(set(re.findall(r"<chapters/(\d\d)_", entry)))
+        if not cited:
+            continue
+        shown = "\n".join(_chapter_text(by_number[n]) for n in cited if n in by_number)
+        prose = re.sub(r"\$[^$]*\$|\{\w+\}`[^`]*`|`[^`]*`", " ", entry)   # maths, roles, code aside
+        for number in re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])", prose):
+            checked += 1
+            if number not in shown:
+                stale.append(f"{entry.splitlines()[0][:60]!r}: {number} (chapters {', '.join(cited)})")
+    assert checked >= 2, "the page quotes no measured number: the test reads nothing"
+    assert not stale, "numbers on appendix/misconceptions.md that the cited chapter does not show:\n" + "\n".join(stale)
