@@ -719,7 +719,7 @@ if __name__ == "__main__":
 # words that a Chinese technical text keeps in English (names of software, units, symbols)
 ALLOWED_WORDS = {w.lower() for w in """
 attnlib NumPy PyTorch torch softmax log-softmax token tokens GPU CPU CUDA FLOP FLOPs GFLOP MFLOP nat
-RNN CNN FFN MLP LayerNorm RMS RoPE GQA MQA KV SDPA Transformer Adam AdamW HBM dtype NaN inf exp log ln
+RNN CNN FFN MLP LayerNorm RMSNorm RMS RoPE GQA MQA KV SDPA Transformer Adam AdamW HBM dtype NaN inf exp log ln
 max min mean std argmax sqrt cos sin relu elu ms KiB MiB GiB KB MB GB OPT Llama Mistral vLLM gloo
 pre-LN post-LN LN autograd logit logits Jacobian einsum BLAS OpenBLAS MKL Colab Binder JupyterLab
 Jupyter JupyterHub ipywidgets Python float float16 float32 float64 bfloat16 bf16 fp16 fp32 int bool True False None
