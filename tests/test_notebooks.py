@@ -80,7 +80,6 @@ def test_chapters_are_numbered_in_order_and_all_in_the_toc():
 # chapter fits, its test passes, xfail(strict) turns that into a failure, and the chapter
 # must be deleted from this list.
 OVER_ONE_SITTING = {
-    "01_motivation": "phase 2: the checks of the RNN, CNN and soft-lookup sections into evidence blocks (86 min)",
     "02_qkv": "phase 2: cut or move about 20 minutes: evidence blocks, fewer printed lines (95 min)",
     "04_masking": "phase 2: evidence blocks for the no-peeking, padding and fp16 checks (79 min)",
     "05_multihead": "phase 2: evidence blocks for the cost and the PyTorch comparison (76 min)",
@@ -806,7 +805,7 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # Chapters whose checks are still in plain view, until phase 2 of issue 31 moves them into
 # evidence blocks (strict: a converted chapter that passes must be deleted from here).
 CHECKS_IN_VIEW = {stem: "phase 2 of issue 31: per-seed tables, bounds and verdicts into evidence blocks" for stem in (
-    "01_motivation", "04_masking", "05_multihead", "06_transformer_block", "07_cost", "08_long_sequences",
+    "04_masking", "05_multihead", "06_transformer_block", "07_cost", "08_long_sequences",
     "09_learning", "10_inference")}
 
 

@@ -50,6 +50,16 @@ def clean(nb: nbformat.NotebookNode) -> None:
                     tags.append(tag)
             cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
             cell.metadata["cellView"] = "form"
+        elif cell.cell_type == "code" and "evidence" in cell.metadata.get("tags", []):
+            # was an evidence block, is not any more (a cell split in two): shown again
+            cell.metadata["tags"] = [t for t in cell.metadata["tags"] if t not in ("evidence", "hide-input")]
+            if not cell.metadata["tags"]:
+                del cell.metadata["tags"]
+            if "al.quiz.question(" not in cell.source:
+                cell.metadata.get("jupyter", {}).pop("source_hidden", None)
+            if not cell.metadata.get("jupyter", True):
+                del cell.metadata["jupyter"]
+            cell.metadata.pop("cellView", None)
         cell.metadata.pop("execution", None)
         cell.metadata.pop("ExecuteTime", None)
         cell.pop("id", None)
