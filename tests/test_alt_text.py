@@ -30,8 +30,7 @@ SITE = pathlib.Path(os.environ.get("ATTNLIB_SITE", ROOT / "_build" / "html"))
 # path). Convert a chapter as chapters/02_qkv.ipynb shows, regenerate and execute both
 # notebooks (`make notebooks`), then delete its stem here.
 NOT_YET_CONVERTED = {"01_motivation", "03_scaling", "04_masking", "05_multihead",
-                     "06_transformer_block", "07_cost", "08_long_sequences", "09_learning",
-                     "10_inference"}
+                     "06_transformer_block", "07_cost", "08_long_sequences"}
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 FILE_LIKE = re.compile(r"(^|/)_images/|\.(png|jpe?g|gif|svg|webp)$|^data:|^[\w./-]+\.\w{2,4}$", re.IGNORECASE)
