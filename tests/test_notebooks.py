@@ -807,7 +807,7 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # evidence blocks (strict: a converted chapter that passes must be deleted from here).
 CHECKS_IN_VIEW = {stem: "phase 2 of issue 31: per-seed tables, bounds and verdicts into evidence blocks" for stem in (
     "01_motivation", "04_masking", "05_multihead", "06_transformer_block", "07_cost", "08_long_sequences",
-    "09_learning", "10_inference")}
+    "09_learning")}
 
 
 def _evidence_param(path):
