@@ -226,12 +226,13 @@ def test_deep_but_finite_recursion_runs_in_the_worker(toy):
 
 
 def test_wrong_signature_gets_the_stub_signature():
-    def attention(q, k, v):  # no mask parameter
-        return q
+    def multi_head_attention(x, w_q, w_k, w_v, w_o, num_heads):  # no mask parameter
+        return x
 
-    r = check("attention", attention)
+    r = check("multi_head_attention", multi_head_attention)
     assert r.details["problem"] == "signature"
-    assert "def attention(q, k, v, mask=None):" in r.message and "mask" in r.message
+    assert "def multi_head_attention(x, w_q, w_k, w_v, w_o, num_heads, mask=None):" in r.message
+    assert "mask" in r.message
 
 
 def test_function_that_prints_still_passes_and_its_output_is_captured(capsys):
@@ -252,14 +253,14 @@ def test_returning_a_list_says_to_return_an_array():
 
 
 def test_none_in_only_the_masked_branch_is_pointed_out():
-    ref = al.exercises.ch02_qkv.attention_reference
+    ref = al.exercises.ch05_multihead._mha_reference
 
-    def attention(q, k, v, mask=None):
+    def multi_head_attention(x, w_q, w_k, w_v, w_o, num_heads, mask=None):
         if mask is None:
-            return ref(q, k, v)
+            return ref(x, w_q, w_k, w_v, w_o, num_heads)
 
-    r = check("attention", attention)
-    assert r.details["problem"] == "none" and "with a mask" in r.message
+    r = check("multi_head_attention", multi_head_attention)
+    assert r.details["problem"] == "none" and "without a mask" in r.message and "`return`" in r.message
 
 
 def test_torch_only_code_on_numpy_inputs_gets_a_conversion_tip():
@@ -303,7 +304,7 @@ def test_correct_torch_tensors_pass(convert):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_correct_cuda_tensor_passes():
     ref = al.exercises.ch02_qkv.attention_reference
-    assert check("attention", lambda q, k, v, mask=None: torch.as_tensor(ref(q, k, v, mask), device="cuda")).passed
+    assert check("attention", lambda q, k, v: torch.as_tensor(ref(q, k, v), device="cuda")).passed
 
 
 def test_tolerance_is_the_exercises_not_the_answer_dtypes():

@@ -148,31 +148,8 @@ def attention_torch_manual(q, k, v, mask=None):
     return (scores.softmax(dim=-1) @ v).numpy()
 
 
-def attention_additive_mask(q, k, v, mask=None):
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores + np.where(mask, 0.0, -np.inf)  # the float-mask form of the same thing
-    return softmax_reference(scores) @ v
-
-
-def attention_mask_the_exponentials(q, k, v, mask=None):
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    allowed = np.ones(scores.shape, bool) if mask is None else np.broadcast_to(mask, scores.shape)
-    m = np.where(allowed, scores, -np.inf).max(axis=-1, keepdims=True)  # max over the allowed keys
-    e = np.exp(np.minimum(scores - m, 0.0)) * allowed   # zero BEFORE normalising: still correct
-    return (e / e.sum(axis=-1, keepdims=True)) @ v
-
-
-def attention_boolean_indexing(q, k, v, mask=None):
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    if mask is not None:
-        scores[~np.broadcast_to(mask, scores.shape)] = -np.inf  # scores is our own array
-    return softmax_logsumexp(scores) @ v
-
-
 @pytest.mark.parametrize("fn", [attention_row_loop, attention_einsum, attention_torch_manual,
-                                attention_additive_mask, attention_mask_the_exponentials,
-                                attention_boolean_indexing, attention_reference])
+                                attention_reference])
 def test_correct_attention_in_any_style_passes(fn):
     r = check("attention", fn)
     assert r.passed, str(r)
@@ -180,20 +157,6 @@ def test_correct_attention_in_any_style_passes(fn):
 
 
 # --------------------------------------------------------------------------- attention: learners' mistakes
-
-def test_masking_the_exponentials_with_the_max_over_all_keys_fails_on_large_scores():
-    """Mathematically right, numerically not: when a blocked score is far the largest,
-    every allowed exp(score - max) underflows to 0 and the row becomes 0 / 0."""
-    def attention(q, k, v, mask=None):
-        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        if mask is not None:
-            e = e * mask
-        return (e / e.sum(axis=-1, keepdims=True)) @ v
-    r = check("attention", attention)
-    assert r.details["problem"] == "nan" and "large scores with a mask" in r.message
-    assert "0 / 0" in r.message and "The other 9 cases pass" in r.message
-
 
 def _sdpa(scale=None, is_causal=False):
     """SDPA written out in torch (calling F.scaled_dot_product_attention is refused)."""
@@ -212,16 +175,6 @@ def _sdpa(scale=None, is_causal=False):
 
 def test_torch_with_scale_one_is_no_scaling():
     assert check("attention", _sdpa(scale=1.0)).mistake == "no_scaling"
-
-
-def test_nn_multihead_convention_is_mask_inverted():
-    def attention(q, k, v, mask=None):
-        q, k, v = (torch.as_tensor(a) for a in (q, k, v))
-        s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
-        if mask is not None:  # True = blocked, as in nn.MultiheadAttention
-            s = s.masked_fill(torch.as_tensor(mask), float("-inf"))
-        return s.softmax(-1) @ v
-    assert check("attention", attention).mistake == "mask_inverted"
 
 
 def test_causal_flag_instead_of_the_mask_is_not_a_known_mistake_but_a_clear_failure():
@@ -247,13 +200,6 @@ def test_two_d_only_code_with_dot_T_is_transpose_all_axes():
         return softmax_reference(scores) @ v
     r, shown = asked_twice("attention", attention)
     assert r.mistake == "transpose_all_axes" and "swapaxes" in shown
-
-
-def test_mask_multiplied_into_the_weights_is_mask_after_softmax():
-    def attention(q, k, v, mask=None):
-        w = softmax_reference(q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]))
-        return (w if mask is None else w * mask) @ v
-    assert check("attention", attention).mistake == "mask_after_softmax"
 
 
 def test_triple_loop_is_too_slow_but_row_loop_is_not():
@@ -299,7 +245,7 @@ def test_stub_shows_the_shapes_the_checker_uses():
     for shape in ("(..., L, E)", "(..., S, E)", "(..., S, Ev)", "(..., L, S)", "(..., L, Ev)"):
         assert shape in stub
     assert EXERCISES["softmax"].signature() == "def softmax(x, axis=-1):"
-    assert EXERCISES["attention"].signature() == "def attention(q, k, v, mask=None):"
+    assert EXERCISES["attention"].signature() == "def attention(q, k, v):"
 
 
 # --------------------------------------------------------------------------- cross_attention
@@ -402,29 +348,6 @@ def test_cross_attention_with_unprojected_values_is_named():
     assert not r.passed and r.mistake == "values_not_projected" and "V = y @ w_v" in shown
 
 
-def test_boolean_indexing_with_a_shared_mask_is_named_not_a_bare_index_error():
-    def bool_index(q, k, v, mask=None):
-        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-        if mask is not None:
-            s[~mask] = -np.inf
-        w = np.exp(s - s.max(-1, keepdims=True))
-        return w / w.sum(-1, keepdims=True) @ v
-
-    r, shown = asked_twice("attention", bool_index)
-    assert not r.passed and r.mistake == "bool_index_no_broadcast" and "np.where" in shown
-
-
-def test_boolean_indexing_after_broadcasting_the_mask_passes():
-    def bool_index_broadcast(q, k, v, mask=None):
-        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-        if mask is not None:
-            s[~np.broadcast_to(mask, s.shape)] = -np.inf
-        w = np.exp(s - s.max(-1, keepdims=True))
-        return w / w.sum(-1, keepdims=True) @ v
-
-    assert check("attention", bool_index_broadcast).passed
-
-
 # --------------------------------------------------------------------------- cases that vary per check (issue 20)
 
 @pytest.mark.parametrize("name", ["softmax", "attention", "cross_attention"])
@@ -505,22 +428,6 @@ def test_scores_used_as_weights_are_named():
     assert check("attention", no_softmax).mistake == "no_softmax"
 
 
-def test_bool_mask_added_to_the_scores_is_named():
-    def added(q, k, v, mask=None):
-        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-        if mask is not None:
-            s = s + mask
-        return softmax_reference(s) @ v
-    assert check("attention", added).mistake == "bool_mask_added"
-
-
-def test_scores_multiplied_by_the_mask_are_zero_fill():
-    def times_mask(q, k, v, mask=None):
-        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-        return softmax_reference(s if mask is None else s * mask) @ v
-    assert check("attention", times_mask).mistake == "mask_fill_zero"
-
-
 def test_the_textbook_softmax_without_max_on_arrays_is_whole_array():
     r = check("softmax", lambda x, axis=-1: np.exp(x) / np.sum(np.exp(x)))
     assert r.mistake == "whole_array", r.message
@@ -543,3 +450,12 @@ def attention_float32_torch(q, k, v, mask=None):
                                      ("cross_attention", cross_torch)])
 def test_float32_answers_pass_on_every_draw(name, fn):
     assert not passes_every_seed(EXERCISES[name], fn, seeds=range(10))
+
+
+def test_the_chapter_2_exercise_needs_no_mask():
+    """Masks are taught in chapter 4: chapter 2's attention exercise neither asks for one nor
+    passes one (issue 31); the mask mistakes are named by chapter 4's and 5's exercises."""
+    ex = EXERCISES["attention"]
+    assert "mask" not in ex.stub and "mask" not in ex.prompt
+    assert all("mask" not in c.kwargs for seed in (0, 1, 2) for c in ex.all_cases(seed))
+    assert not [m.key for m in ex.mistakes if "mask" in m.key]

@@ -130,6 +130,8 @@ def test_book_catalogues_hold_every_paragraph_of_the_book(tmp_path):
     assert pots
     problems = []
     for pot in pots:
+        if pot.name in editions.HAND_WRITTEN:  # the theme's words, kept by hand (not a page)
+            continue
         page = pot.relative_to(tmp_path / "_build" / "gettext").with_suffix("")
         po = BOOK_PO / f"{page}.po"
         want, have = _msgids(pot), (_msgids(po) if po.is_file() else set())

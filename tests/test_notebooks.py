@@ -81,7 +81,7 @@ def test_chapters_are_numbered_in_order_and_all_in_the_toc():
 # must be deleted from this list.
 OVER_ONE_SITTING = {
     "01_motivation": "phase 2: the checks of the RNN, CNN and soft-lookup sections into evidence blocks (86 min)",
-    "02_qkv": "phase 2: evidence blocks; exercise 2's mask moves after chapter 4 (95 min)",
+    "02_qkv": "phase 2: cut or move about 20 minutes: evidence blocks, fewer printed lines (95 min)",
     "04_masking": "phase 2: evidence blocks for the no-peeking, padding and fp16 checks (79 min)",
     "05_multihead": "phase 2: evidence blocks for the cost and the PyTorch comparison (76 min)",
     "09_learning": "phase 2: too long for evidence blocks alone (113 min): split in two, the claims trained "

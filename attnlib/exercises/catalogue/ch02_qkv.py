@@ -15,7 +15,6 @@ import numpy as np
 from ...i18n import N_
 from .._model import ATTENTION_SHORTCUTS, SOFTMAX_SHORTCUTS, Case, Exercise, Mistake, register
 from ._ref import f64 as _f64
-from ._ref import random_mask as _mask
 from ._ref import stable_softmax as _stable_softmax
 
 __all__ = []  # exercises register themselves; nothing to import from here
@@ -195,8 +194,7 @@ def attention_reference(q, k, v, mask=None):
     return weights @ v                                  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
 
 
-def _attend(q, k, v, mask=None, *, scale="sqrt", axis=-1, fill="-inf", after=False,
-            kT="swap", wT=None, stable=True, softmax=True):
+def _attend(q, k, v, mask=None, *, scale="sqrt", axis=-1, kT="swap", wT=None, stable=True, softmax=True):
     """The reference with one thing changed; each keyword is one misconception."""
     q, k, v = _f64(q), _f64(k), _f64(v)
     E = q.shape[-1]
@@ -204,16 +202,8 @@ def _attend(q, k, v, mask=None, *, scale="sqrt", axis=-1, fill="-inf", after=Fal
     scores = q @ kt  # (..., L, E) @ (..., E, S) -> (..., L, S) when kT is right
     scores = scores / {"sqrt": math.sqrt(E), "one": 1.0, "E": float(E),
                        "S": math.sqrt(k.shape[-2])}[scale]
-    if mask is not None and not after:
-        m = _f64(mask) != 0
-        if fill in ("-inf", "-1e9"):
-            scores = np.where(m, scores, -np.inf if fill == "-inf" else -1e9)
-        elif fill == "zero":
-            scores = np.where(m, scores, 0.0)
-        elif fill == "inverted":
-            scores = np.where(m, -np.inf, scores)
-        elif fill == "added":
-            scores = scores + m  # True counts as +1, nothing is blocked
+    if mask is not None:
+        scores = np.where(_f64(mask) != 0, scores, -np.inf)
     if not softmax:
         weights = scores
     elif stable:
@@ -221,26 +211,11 @@ def _attend(q, k, v, mask=None, *, scale="sqrt", axis=-1, fill="-inf", after=Fal
     else:
         e = np.exp(scores)
         weights = e / e.sum(axis=axis, keepdims=True)
-    if mask is not None and after:
-        weights = weights * (_f64(mask) != 0)
     if wT == "swap":
         weights = np.swapaxes(weights, -1, -2)
     elif wT == "T":
         weights = weights.T
     return weights @ v
-
-
-def _attention_bool_index(q, k, v, mask=None):
-    """``scores[~mask] = -inf``: right when the mask has the scores' exact shape, an
-    IndexError when it only broadcasts to them (one (L, S) mask for a batch)."""
-    q, k, v = _f64(q), _f64(k), _f64(v)
-    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])   # (..., L, S)
-    if mask is not None:
-        m = np.asarray(mask) != 0
-        if m.shape != scores.shape:
-            raise IndexError(f"boolean index of shape {m.shape} does not match scores {scores.shape}")
-        scores[~m] = -np.inf
-    return _stable_softmax(scores, axis=-1) @ v
 
 
 def _attention_loops(q, k, v, mask=None):
@@ -291,32 +266,21 @@ def _attention_cases(rng):
         return scale * n((*batch, L, E)), scale * n((*batch, S, E)), n((*batch, S, Ev))
 
     c = [
-        Case(qkv((), 4, 4, 4, 3), label="square 2-D, no mask (L = S = E = 4, Ev = 3)"),
-        Case(qkv((), 3, 6, 5, 2), label="2-D, L != S, no mask"),
-        Case(qkv((2,), 4, 5, 3, 6), label="a batch of 2, no mask"),
+        Case(qkv((), 4, 4, 4, 3), label="square 2-D (L = S = E = 4, Ev = 3)"),
+        Case(qkv((), 3, 6, 5, 2), label="2-D, L != S"),
+        Case(qkv((), 1, 5, 3, 4), label="one query (L = 1)"),
+        Case(qkv((2,), 4, 5, 3, 6), label="a batch of 2"),
+        Case(qkv((3,), 2, 7, 6, 3), label="a batch of 3, L != S, E != Ev"),
+        Case(qkv((2, 3), 4, 5, 2, 3), label="two batch axes (batch, heads)"),
     ]
-    q, k, v = qkv((), 5, 5, 3, 4)
-    c.append(Case((q, k, v), {"mask": _mask(rng, (5, 5))}, label="square 2-D with a mask"))
-    q, k, v = qkv((), 4, 7, 6, 3)
-    c.append(Case((q, k, v), {"mask": _mask(rng, (4, 7))}, label="2-D, L != S, with a mask"))
-    q, k, v = qkv((3,), 2, 5, 4, 2)
-    c.append(Case((q, k, v), {"mask": _mask(rng, (3, 2, 5))}, label="a batch of 3 with a (B, L, S) mask"))
-    q, k, v = qkv((2,), 4, 4, 5, 3)
-    c.append(Case((q, k, v), {"mask": _mask(rng, (4, 4))},
-                  label="a square batch sharing one (L, S) mask"))
-    c.append(Case(qkv((2, 3), 4, 5, 2, 3), label="two batch axes (batch, heads), no mask"))
     # large scores: query 0 points along key 0 with a scaled score near 1000 (exp overflows)
     q, k, v = qkv((), 3, 5, 4, 2, scale=40.0)
     q[0] = rng.uniform(950.0, 1050.0) * math.sqrt(4) * k[0] / (k[0] @ k[0])
     c.append(Case((q, k, v), label="large scores (exp overflows without the max trick)"))
-    # large scores with a mask: in batch 0, query 0's largest score, 1000 above its allowed
-    # ones, belongs to a blocked key (exp(score - max over all keys) underflows every allowed key)
+    # large scores in a batch: the largest score of batch 1, query 1 is about 1000
     q, k, v = qkv((2,), 3, 4, 6, 5, scale=40.0)
-    mask = _mask(rng, (2, 3, 4))
-    s = q[0, 0] @ k[0].T / math.sqrt(6)
-    jb = int(np.flatnonzero(~mask[0, 0])[0])
-    k[0, jb] += (s[mask[0, 0]].max() + rng.uniform(950.0, 1050.0) - s[jb]) * math.sqrt(6) * q[0, 0] / (q[0, 0] @ q[0, 0])
-    c.append(Case((q, k, v), {"mask": mask}, label="large scores with a mask"))
+    q[1, 1] = rng.uniform(950.0, 1050.0) * math.sqrt(6) * k[1, 2] / (k[1, 2] @ k[1, 2])
+    c.append(Case((q, k, v), label="large scores in a batch"))
     return c
 
 
@@ -330,22 +294,19 @@ def _attention_perf_case():
 register(Exercise(
     name="attention",
     chapter="02_qkv",
-    prompt="Return scaled dot-product attention softmax(q kᵀ / √E) v, with an optional bool mask "
-           "(True = may attend).",
-    stub='''def attention(q, k, v, mask=None):
+    prompt="Return scaled dot-product attention softmax(q kᵀ / √E) v, for queries, keys and values "
+           "with any number of batch axes.",
+    stub='''def attention(q, k, v):
     """Scaled dot-product attention: softmax(q kᵀ / √E) v.
 
     Args:
         q: (..., L, E) queries; "..." is any number of batch axes, maybe none.
         k: (..., S, E) keys.
         v: (..., S, Ev) values.
-        mask: optional bool array broadcastable to (..., L, S): True where query i
-            may attend to key j (every query may attend to at least one key).
-            Default: None (every query attends to every key).
 
     Returns:
         (..., L, Ev) array: row i is the average of the values weighted by
-        softmax over j of q_i · k_j / √E; masked keys get weight 0.
+        softmax over j of q_i · k_j / √E (the attention scores, shape (..., L, S)).
     """
     # YOUR CODE HERE
     raise NotImplementedError
@@ -375,58 +336,15 @@ register(Exercise(
                 "queries. Each query shares its attention among the keys, so every row must sum to 1. "
                 "(The first axis is also wrong for batched inputs: it is the batch axis.)",
                 fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, axis=-2),
-                variants=(lambda q, k, v, mask=None: _attend(q, k, v, mask, axis=0),
-                          # over the batch axis a key blocked in every batch element gives
-                          # 0 / 0 with -inf but equal weights with -1e9: both are seen
-                          lambda q, k, v, mask=None: _attend(q, k, v, mask, axis=0, fill="-1e9")),
+                variants=(lambda q, k, v, mask=None: _attend(q, k, v, mask, axis=0),),
                 fix="Take the softmax along the last axis, axis=-1 (dim=-1 in torch)."),
         Mistake("no_softmax", "The scores are used as weights",
                 "You multiply the values by the scaled scores themselves. Scores can be negative and do "
                 "not sum to 1; attention averages the values with weights that are positive and sum to "
                 "1 over the keys.",
                 fn=lambda q, k, v, mask=None: _attend(q, k, v, None, softmax=False),
-                variants=(lambda q, k, v, mask=None: _attend(q, k, v, mask, fill="zero", softmax=False),),
                 fix="weights = softmax(scores, axis=-1) (with the row maximum subtracted), then "
                     "weights @ v."),
-        Mistake("mask_ignored", "The mask is ignored",
-                "The cases without a mask pass, but with a mask your queries still attend to the "
-                "blocked keys. Before the softmax, give every blocked key a score whose exponential "
-                "is exactly 0.",
-                fn=lambda q, k, v, mask=None: _attend(q, k, v, None),
-                fix="scores = np.where(mask, scores, -np.inf) before the softmax."),
-        Mistake("mask_fill_zero", "Blocked scores set to 0 instead of -inf",
-                "A score of 0 is not 'no attention': exp(0) = 1, so a blocked key still gets a weight "
-                "comparable to the others (multiplying the scores by the mask does the same). Blocked "
-                "scores need a value whose exponential is 0.",
-                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, fill="zero"),
-                fix="np.where(mask, scores, -np.inf) (or a very negative number such as -1e9)."),
-        Mistake("bool_mask_added", "The bool mask is added to the scores",
-                "Adding a bool mask counts True as +1 and False as 0, so nothing is blocked; the allowed "
-                "scores are merely raised by 1. A bool mask selects: keep the allowed scores and replace "
-                "the blocked ones. (An additive mask would hold 0 and −∞, not 1 and 0.)",
-                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, fill="added"),
-                fix="np.where(mask, scores, -np.inf), or scores + np.where(mask, 0.0, -np.inf)."),
-        Mistake("mask_after_softmax", "Mask applied after the softmax",
-                "Multiplying the weights by the mask zeroes the blocked keys but leaves each row summing "
-                "to less than 1, so the output is no longer an average. Mask the SCORES before the "
-                "softmax; the softmax then renormalises over the allowed keys.",
-                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, after=True),
-                fix="scores = np.where(mask, scores, -np.inf), then the softmax, then weights @ v."),
-        Mistake("mask_inverted", "The mask's meaning is inverted",
-                "Your queries attend exactly to the keys the mask blocks. Here (as in PyTorch's "
-                "scaled_dot_product_attention) True means 'may attend': keep the scores where the mask "
-                "is True. (nn.MultiheadAttention uses the opposite convention.)",
-                fn=lambda q, k, v, mask=None: _attend(q, k, v, mask, fill="inverted"),
-                fix="np.where(mask, scores, -np.inf), not np.where(mask, -np.inf, scores); in torch "
-                    "scores.masked_fill(~mask, float('-inf'))."),
-        Mistake("bool_index_no_broadcast", "Boolean indexing with a mask that only broadcasts",
-                "Indexing the scores with the mask works only when the mask has exactly the scores' "
-                "shape. A mask of shape (L, S) shared by a whole batch of (B, L, S) scores broadcasts in "
-                "arithmetic, but not as a boolean index, so it raises IndexError. Use an operation that "
-                "broadcasts, or broadcast the mask to the scores' shape first.",
-                fn=_attention_bool_index,
-                fix="np.where(mask, scores, -np.inf), or "
-                    "scores[~np.broadcast_to(mask, scores.shape)] = -np.inf."),
         Mistake("softmax_overflow", "The softmax overflows on large scores",
                 "Right for small scores, NaN for large ones: exp of a score above ~709 is inf in "
                 "float64, and inf / inf is NaN. Shift each row of scores down by its largest value "
@@ -458,15 +376,14 @@ register(Exercise(
                 fix="scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(E), then the softmax along axis=-1, "
                     "then weights @ v."),
     ],
-    hint="Follow the four stages and write the shape of each array: scores (..., L, S), one row per "
-         "query; scaled by the standard deviation of a dot product of width E; a blocked key must get "
-         "weight exactly 0 after the softmax (what score does that?); each row of weights averages the "
-         "values.",
+    hint="Follow the three stages and write the shape of each array: scores (..., L, S), one row per "
+         "query; scaled by the standard deviation of a dot product of width E; each row of weights "
+         "averages the values.",
     hints=("The scores are the queries times the keys with only their last two axes swapped, divided "
-           "by √E; blocked scores become −∞ before the softmax; the softmax runs along the last axis "
-           "with the row maximum subtracted; the output is the weights times the values.",
-           "scores = q @ swapaxes(k, -1, -2) / sqrt(E); where the mask is False put -inf; subtract the "
-           "row max, exp, divide by the row sum; return weights @ v."),
+           "by √E; the softmax runs along the last axis with the row maximum subtracted; the output is "
+           "the weights times the values.",
+           "scores = q @ swapaxes(k, -1, -2) / sqrt(E); subtract the row max, exp, divide by the row sum; "
+           "return weights @ v."),
     rtol=1e-4, atol=1e-6,   # float32 answers pass; every mistake differs by far more
     time_limit=3.0,
     perf_case=_attention_perf_case(),  # a (query, key) loop needs 4 M Python steps here: seconds
