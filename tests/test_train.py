@@ -331,19 +331,23 @@ def test_live_plot_shows_the_finished_figure_with_its_alt_text(monkeypatch):
     shown = []
 
     class Handle:
-        def update(self, obj):
+        def update(self, obj, raw=False):
             shown.append(obj)
 
-    def display(obj, display_id=False):
+    def display(obj, raw=False, display_id=False):
         shown.append(obj)
         return Handle()
 
+    import matplotlib.pyplot as plt
+
+    plt.close(plt.figure())  # pyplot's display hook is settled before IPython is faked
     monkeypatch.setattr(IPython, "get_ipython", lambda: object())   # as in a notebook
     monkeypatch.setattr(IPython.display, "display", display)
+    monkeypatch.setattr(IPython.display, "clear_output", lambda wait=False: shown.append("cleared"))
     live = LivePlot(["repeat"], ["first run", "second run"], every=1,
                     alt=lambda runs: f"{len(runs)} runs, last repeat loss {runs[-1].final('repeat').mean():.1f}")
     a = run(steps=10, live=live)
-    assert shown and not any(isinstance(s, Shown) for s in shown)     # one run of two: no alt text yet
+    assert shown and all(set(s) == {"image/png"} for s in shown)     # one run of two: live PNGs only
     b = run(steps=10, live=live)
-    assert isinstance(shown[-1], Shown) and shown[-1].png.startswith(b"\x89PNG")
+    assert shown[-2] == "cleared" and isinstance(shown[-1], Shown) and shown[-1].png.startswith(b"\x89PNG")
     assert shown[-1].alt == f"2 runs, last repeat loss {b.final('repeat').mean():.1f}" and live._runs == [a, b]
