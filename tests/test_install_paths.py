@@ -1,5 +1,6 @@
 """The ways a learner gets attnlib, simulated in fresh virtual environments (no
-system site-packages, no PYTHONPATH, only NumPy, array-api-compat and setuptools):
+system site-packages, no PYTHONPATH, only attnlib's own dependencies (pyproject.toml:
+NumPy, array-api-compat, cloudpickle, Babel, psutil) and setuptools):
 
 * **Colab / a JupyterHub without the course**: the setup lines of every chapter's first
   cell (tools/setup_cell.py) find no attnlib, install it quietly (here from a copy of the
@@ -10,7 +11,7 @@ system site-packages, no PYTHONPATH, only NumPy, array-api-compat and setuptools
 * **Binder**: postBuild (run by repo2docker after requirements.txt) makes attnlib
   importable from any directory.
 
-Needs pip to reach NumPy and array-api-compat (PyPI, or a wheel folder named by
+Needs pip to reach those dependencies (PyPI, or a wheel folder named by
 ATTNLIB_WHEELS), and setuptools at the course environment's version to build attnlib.
 """
 from __future__ import annotations
@@ -31,7 +32,23 @@ sys.path.insert(0, str(ROOT / "tools"))
 import setup_cell  # noqa: E402
 
 pytestmark = pytest.mark.slow
-PINS = dict(re.findall(r"^(numpy|array-api-compat)==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M))
+
+
+def _runtime_pins() -> dict:
+    """attnlib's own dependencies (pyproject.toml's ``dependencies``) at requirements.txt's
+    versions: what repo2docker has installed before postBuild runs, and what the setup
+    lines' ``pip install`` would otherwise fetch."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() for d in deps}
+    pinned = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M))
+    pins = {name: v for name, v in pinned.items() if name.lower() in names}
+    assert {n.lower() for n in pins} == names, f"requirements.txt pins none of {sorted(names - {n.lower() for n in pins})}"
+    return pins
+
+
+PINS = _runtime_pins()
 
 GOOD_SOFTMAX = textwrap.dedent("""
     import numpy as np
@@ -55,7 +72,7 @@ def _env() -> dict:
 
 
 def _venv(where: pathlib.Path) -> pathlib.Path:
-    """A fresh venv with only NumPy and array-api-compat; returns its python."""
+    """A fresh venv with only attnlib's own dependencies (PINS); returns its python."""
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=300)
     py = where / "bin" / "python"
     wheels = os.environ.get("ATTNLIB_WHEELS")
