@@ -18,7 +18,7 @@ SEPARATE   := $(SITE_TESTS) tests/jupyterlab
 JOBS       ?= 2
 # what `make check` leaves to `make test` (markers: pyproject.toml)
 QUICK      := not slow and not system
-NBVAL      := --nbval --nbval-current-env --nbval-cell-timeout=300
+NBVAL      := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tools/nbval_sanitize.cfg
 export PYTHONHASHSEED := 0
 
 .PHONY: help venv assets node chromium fonts gettext-tools bubblewrap poppler debs pdf book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt nbval-zh site-en site-zh book-check browser jupyterlab notebooks notebooks-zh bench gpu-check freeze clean assignments grading

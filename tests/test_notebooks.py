@@ -807,7 +807,7 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # Chapters whose checks are still in plain view, until phase 2 of issue 31 moves them into
 # evidence blocks (strict: a converted chapter that passes must be deleted from here).
 CHECKS_IN_VIEW = {stem: "phase 2 of issue 31: per-seed tables, bounds and verdicts into evidence blocks" for stem in (
-    "04_masking", "05_multihead", "09_learning", "10_inference")}
+    "04_masking", "05_multihead", "09_learning")}
 
 
 def _evidence_param(path):

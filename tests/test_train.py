@@ -10,6 +10,7 @@ from attnlib.instruments import inference as inf
 from attnlib.instruments import train as T
 from attnlib.kernels.attention import scaled_dot_product_attention
 from attnlib.models import GPT, GPTConfig
+from attnlib.ui.plots import LivePlot, Shown
 
 
 def gen(seed=0):
@@ -287,7 +288,7 @@ def test_seen_token_mass_of_a_uniform_model():
 
 
 def test_live_plot_is_silent_outside_jupyter():
-    live = T.LivePlot(["first", "repeat"], every=1)
+    live = LivePlot(["first", "repeat"], every=1)
     r = run(steps=10, live=live)
     assert live._handle is None and r.evals
 
@@ -313,7 +314,7 @@ def test_span_rounds_outward(values, step, want):
 
 
 def test_live_plot_follows_several_runs_with_their_labels():
-    live = T.LivePlot(["repeat"], ["first run", "second run"], xmax=10)
+    live = LivePlot(["repeat"], ["first run", "second run"], xmax=10)
     a = run(steps=10, live=live)
     b = run(steps=12, live=live)
     assert live._runs == [a, b] and live._label(1, 0) == "second run" and live._label(2, 0) == "repeat"
@@ -321,3 +322,32 @@ def test_live_plot_follows_several_runs_with_their_labels():
     lines = [line for line in live._ax.get_lines() if len(line.get_xdata())]
     assert len(lines) == 2 * 3 and max(max(line.get_xdata()) for line in lines) == 10
     assert [t.get_text() for t in live._ax.get_legend().get_texts()] == ["first run", "second run"]
+
+
+def test_live_plot_shows_the_finished_figure_with_its_alt_text(monkeypatch):
+    import IPython
+    import IPython.display
+
+    shown = []
+
+    class Handle:
+        def update(self, obj, raw=False):
+            shown.append(obj)
+
+    def display(obj, raw=False, display_id=False):
+        shown.append(obj)
+        return Handle()
+
+    import matplotlib.pyplot as plt
+
+    plt.close(plt.figure())  # pyplot's display hook is settled before IPython is faked
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())   # as in a notebook
+    monkeypatch.setattr(IPython.display, "display", display)
+    monkeypatch.setattr(IPython.display, "clear_output", lambda wait=False: shown.append("cleared"))
+    live = LivePlot(["repeat"], ["first run", "second run"], every=1,
+                    alt=lambda runs: f"{len(runs)} runs, last repeat loss {runs[-1].final('repeat').mean():.1f}")
+    a = run(steps=10, live=live)
+    assert shown and all(set(s) == {"image/png"} for s in shown)     # one run of two: live PNGs only
+    b = run(steps=10, live=live)
+    assert shown[-2] == "cleared" and isinstance(shown[-1], Shown) and shown[-1].png.startswith(b"\x89PNG")
+    assert shown[-1].alt == f"2 runs, last repeat loss {b.final('repeat').mean():.1f}" and live._runs == [a, b]

@@ -1,6 +1,7 @@
 """Chapter 9's instruments, which chapter 10 uses too: the tasks, a training loop that trains
-several seeds at once (:func:`train_seeds`) with a live loss curve, and the measurements taken
+several seeds at once (:func:`train_seeds`), and the measurements taken
 on a trained :class:`attnlib.models.gpt.GPT` (head scores, ablation, gradient statistics).
+Its live loss curve is drawn by :class:`attnlib.ui.plots.LivePlot` (a figure: the ``ui`` layer).
 
 Kept apart from :mod:`attnlib.models.gpt`, which only defines the network (the measuring
 instruments live in their own layer, :mod:`attnlib.instruments`, as ``attnlib/__init__.py``
@@ -34,11 +35,10 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..i18n import N_, _
 from ..models.gpt import next_token_loss  # GPT.loss's own: train_seeds' default loss (documented there)
 
 __all__ = ["repeated_blocks", "lm_pair", "previous_token_task", "seeded_batches",
-           "train_seeds", "SeedRun", "LivePlot", "prev_token_weight", "induction_weight", "seen_before",
+           "train_seeds", "SeedRun", "prev_token_weight", "induction_weight", "seen_before",
            "prev_token_score", "induction_score", "head_scores", "position_losses", "seen_token_mass",
            "copy_stats", "copy_losses", "ablation_losses", "attention_stats", "grad_norms", "grad_agreement",
            "layer_grad_norms", "phase_change_step", "span"]
@@ -165,7 +165,7 @@ def train_seeds(make_model: Callable[[], torch.nn.Module], seeds, batch: Callabl
                 steps: int, lr: float = 3e-3, warmup: int = 0, weight_decay: float = 0.0,
                 loss: Callable = next_token_loss, evaluate: Callable | None = None, eval_every: int = 10,
                 snapshot: Callable | None = None, snapshot_at=(), grad_groups: Callable | None = None,
-                live: "LivePlot | None" = None, on_step: Callable | None = None, device="cpu") -> SeedRun:
+                live=None, on_step: Callable | None = None, device="cpu") -> SeedRun:
     """Train one model per seed, all seeds together, with AdamW.
 
     The seeds are not trained one after another: their parameters are stacked on a leading
@@ -198,7 +198,7 @@ def train_seeds(make_model: Callable[[], torch.nn.Module], seeds, batch: Callabl
             parameters whose name maps to a group is recorded at every step, per seed
             (e.g. ``lambda n: n.split(".")[1] if n.startswith("blocks.") else None`` gives one
             norm per block). Default: ``None``.
-        live: a :class:`LivePlot`, redrawn from the evaluations while training (progress).
+        live: an :class:`attnlib.ui.plots.LivePlot`, redrawn from the evaluations while training (progress).
             Default: ``None``.
         on_step: ``on_step(step, losses)``, called after every optimiser step with the step
             number (``1 ... steps``) and that step's training losses, an ``(S,)`` NumPy array
@@ -302,100 +302,6 @@ def train_seeds(make_model: Callable[[], torch.nn.Module], seeds, batch: Callabl
     if live is not None:
         live.close(run)
     return run
-
-
-class LivePlot:
-    """Curves of :func:`train_seeds`'s evaluations that redraw while it trains (in Jupyter),
-    then stay as the cell's one figure (what the website shows). Every seed is one thin line.
-    One LivePlot can follow several runs in turn (pass it to each :func:`train_seeds` call):
-    the runs already finished stay in the figure, each in its own colour. While a run trains,
-    the title says which step it is at.
-
-    Args:
-        keys: the evaluated quantities to draw.
-        labels: legend text per key of each run, in order: ``len(keys)`` labels per run
-            (run ``r``'s key ``k`` is ``labels[r * len(keys) + k]``). Default: the keys.
-        title: the axes' title once every run is done (use it to state the finding).
-            Default: ``""``.
-        every: redraw after this many evaluations. Default: ``5``.
-        ylabel: Default: ``"loss (nats)"``.
-        figsize: Default: ``(6, 3)``.
-        hlines: ``{label: y}``: dashed reference lines (e.g. chance). Default: ``None``.
-        xmax: the last training step shown (longer runs are cut there). Default: ``None`` (all).
-        legend_loc: where the legend goes (matplotlib's ``loc``). Default: ``"best"``.
-
-    Only figures are displayed (no text), so a re-run leaves the same text output.
-    """
-
-    def __init__(self, keys, labels=None, *, title: str = "", every: int = 5,
-                 ylabel: str = N_("loss (nats)"), figsize=(6, 3), hlines: dict | None = None,
-                 xmax: int | None = None, legend_loc: str = "best"):
-        self.keys, self.labels = list(keys), list(labels or keys)
-        self.title, self.every, self.ylabel, self.figsize = title, every, ylabel, figsize
-        self.hlines, self.xmax, self.legend_loc = dict(hlines or {}), xmax, legend_loc
-        self._runs: list = []   # the runs drawn so far (finished ones, then the one training)
-        self._handle, self._fig, self._n = None, None, 0
-
-    def add(self, run: SeedRun):
-        """Draw a run that finished before (e.g. trained in an earlier cell) with the next labels."""
-        self._runs.append(run)
-
-    def _label(self, r: int, k: int) -> str:
-        i = r * len(self.keys) + k
-        return self.labels[i] if i < len(self.labels) else self.keys[k]
-
-    def _draw(self, title: str):
-        import matplotlib.pyplot as plt
-
-        if self._fig is None:
-            self._fig, self._ax = plt.subplots(figsize=self.figsize)
-            plt.close(self._fig)  # shown through display() only, never by the inline backend
-        ax = self._ax
-        ax.clear()
-        for r, run in enumerate(self._runs):
-            for k, key in enumerate(self.keys):
-                steps, vals = run.eval_series(key)                         # (E,), (E, S)
-                keep = steps <= (self.xmax if self.xmax is not None else steps.max())
-                colour = f"C{(r * len(self.keys) + k) % 10}"
-                ax.plot(steps[keep], vals[keep], color=colour, lw=1, alpha=0.8)
-                ax.plot([], [], color=colour, label=self._label(r, k))    # one legend entry per curve set
-        for k, (label, y) in enumerate(self.hlines.items()):
-            ax.axhline(y, color="0.5", ls=("--", ":", "-.")[k % 3], lw=1, label=label)
-        ax.set_xlabel(N_("training step"))
-        ax.set_ylabel(self.ylabel)
-        ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=8, loc=self.legend_loc)
-        self._fig.tight_layout()
-
-    def update(self, run: SeedRun, step: int, steps: int):
-        """Redraw every ``every`` evaluations, titled with the progress."""
-        if not self._runs or self._runs[-1] is not run:
-            self._runs.append(run)
-        self._n += 1
-        if self._n % self.every == 0:
-            self._show(_("training {n} seeds: step {step} of {steps}").format(
-                n=len(run.seeds), step=step, steps=steps))
-
-    def close(self, run: SeedRun):
-        """Draw the curves with the final title (in place of the live ones)."""
-        if not self._runs or self._runs[-1] is not run:
-            self._runs.append(run)
-        self._show(self.title)
-
-    def _show(self, title: str):
-        """Redraw and show the curves in the notebook; nothing in plain Python (tests)."""
-        try:
-            from IPython import get_ipython
-            from IPython.display import display
-        except ImportError:  # pragma: no cover
-            return
-        if get_ipython() is None:
-            return
-        self._draw(title)
-        if self._handle is None:
-            self._handle = display(self._fig, display_id=True)
-        else:
-            self._handle.update(self._fig)
 
 
 # --------------------------------------------------------------------------- head scores

@@ -23,7 +23,7 @@ from ..i18n import N_, _
 
 VALUE_PT = 10  # font size of the numbers written on heatmaps and bars
 
-__all__ = ["fig_to_png", "png_img", "show", "Shown", "heatmap", "bars"]
+__all__ = ["fig_to_png", "png_img", "show", "Shown", "heatmap", "bars", "LivePlot"]
 
 
 def fig_to_png(fig, dpi: float | None = None) -> bytes:
@@ -199,3 +199,134 @@ def bars(ax, values, labels, *, title=None, ylabel=None, ylim=None, color="C0", 
     if ylabel:
         ax.set_ylabel(ylabel)
     return container
+
+
+class LivePlot:
+    """Curves of :func:`attnlib.instruments.train.train_seeds`'s evaluations that redraw while
+    it trains (in Jupyter), then stay as the cell's one figure (what the website shows), with
+    its alt text once the last run is done. Every seed is one thin line.
+    One LivePlot can follow several runs in turn (pass it to each ``train_seeds`` call):
+    the runs already finished stay in the figure, each in its own colour. While a run trains,
+    the title says which step it is at.
+
+    Args:
+        keys: the evaluated quantities to draw.
+        labels: legend text per key of each run, in order: ``len(keys)`` labels per run
+            (run ``r``'s key ``k`` is ``labels[r * len(keys) + k]``). Default: the keys.
+        title: the axes' title once every run is done (use it to state the finding).
+            Default: ``""``.
+        every: redraw after this many evaluations. Default: ``5``.
+        ylabel: Default: ``"loss (nats)"``.
+        figsize: Default: ``(6, 3)``.
+        hlines: ``{label: y}``: dashed reference lines (e.g. chance). Default: ``None``.
+        xmax: the last training step shown (longer runs are cut there). Default: ``None`` (all).
+        legend_loc: where the legend goes (matplotlib's ``loc``). Default: ``"best"``.
+        alt: what the finished figure shows (see :func:`show`): a text, or a function of the
+            list of runs drawn (:class:`~attnlib.instruments.train.SeedRun`, in order) that
+            returns it, so that it can name numbers from the data. It is used once the last
+            run is done, the one that ``labels`` has the last labels for; the figure then
+            becomes a picture with this alt text (:class:`Shown`). Default: ``None`` (the
+            figure stays a bare matplotlib figure, without alt text).
+
+    Only figures are displayed (no text), so a re-run leaves the same text output.
+
+    Example::
+
+        >>> live = al.plots.LivePlot(["repeat"], ["scaled", "unscaled"], title="Unscaled scores do not train",
+        ...                          alt=lambda runs: f"Repeat loss of 5 seeds: {runs[0].final('repeat').mean():.1f} nats")
+        >>> for scaled in (True, False):
+        ...     train.train_seeds(..., live=live)
+    """
+
+    def __init__(self, keys, labels=None, *, title: str = "", every: int = 5,
+                 ylabel: str = N_("loss (nats)"), figsize=(6, 3), hlines: dict | None = None,
+                 xmax: int | None = None, legend_loc: str = "best", alt=None):
+        self.keys, self.labels = list(keys), list(labels or keys)
+        self.alt = alt
+        self.title, self.every, self.ylabel, self.figsize = title, every, ylabel, figsize
+        self.hlines, self.xmax, self.legend_loc = dict(hlines or {}), xmax, legend_loc
+        self._runs: list = []   # the runs drawn so far (finished ones, then the one training)
+        self._handle, self._fig, self._n = None, None, 0
+
+    def add(self, run):
+        """Draw a run that finished before (e.g. trained in an earlier cell) with the next labels."""
+        self._runs.append(run)
+
+    def _label(self, r: int, k: int) -> str:
+        i = r * len(self.keys) + k
+        return self.labels[i] if i < len(self.labels) else self.keys[k]
+
+    def _draw(self, title: str):
+        import matplotlib.pyplot as plt
+
+        if self._fig is None:
+            self._fig, self._ax = plt.subplots(figsize=self.figsize)
+            plt.close(self._fig)  # shown through display() only, never by the inline backend
+        ax = self._ax
+        ax.clear()
+        for r, run in enumerate(self._runs):
+            for k, key in enumerate(self.keys):
+                steps, vals = run.eval_series(key)                         # (E,), (E, S)
+                keep = steps <= (self.xmax if self.xmax is not None else steps.max())
+                colour = f"C{(r * len(self.keys) + k) % 10}"
+                ax.plot(steps[keep], vals[keep], color=colour, lw=1, alpha=0.8)
+                ax.plot([], [], color=colour, label=self._label(r, k))    # one legend entry per curve set
+        for k, (label, y) in enumerate(self.hlines.items()):
+            ax.axhline(y, color="0.5", ls=("--", ":", "-.")[k % 3], lw=1, label=label)
+        ax.set_xlabel(N_("training step"))
+        ax.set_ylabel(self.ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8, loc=self.legend_loc)
+        self._fig.tight_layout()
+
+    def update(self, run, step: int, steps: int):
+        """Redraw every ``every`` evaluations, titled with the progress."""
+        if not self._runs or self._runs[-1] is not run:
+            self._runs.append(run)
+        self._n += 1
+        if self._n % self.every == 0:
+            self._show(_("training {n} seeds: step {step} of {steps}").format(
+                n=len(run.seeds), step=step, steps=steps))
+
+    def close(self, run):
+        """Draw the curves with the final title (in place of the live ones); after the last
+        run, with the alt text (``alt``)."""
+        if not self._runs or self._runs[-1] is not run:
+            self._runs.append(run)
+        self._show(self.title, final=len(self._runs) * len(self.keys) >= len(self.labels))
+
+    def alt_text(self) -> str | None:
+        """The finished figure's alt text (``alt``, called with the runs drawn when it is a function)."""
+        return self.alt(list(self._runs)) if callable(self.alt) else self.alt
+
+    def _show(self, title: str, final: bool = False):
+        """Redraw and show the curves in the notebook; nothing in plain Python (tests).
+
+        The live pictures are PNG only (``image/png``, one display updated in place); the
+        finished figure with its alt text replaces the cell's output (``clear_output``), so
+        a stored notebook holds that one picture. A re-run checked output by output (strict
+        nbval, which ignores display updates, clearing and ``image/png``) then sees the same
+        text as the stored notebook: the finished figure's. So a cell with a LivePlot that
+        has ``alt`` should print nothing else: the clearing would remove it.
+        """
+        try:
+            from IPython import get_ipython
+            from IPython.display import clear_output, display
+        except ImportError:  # pragma: no cover
+            return
+        if get_ipython() is None:
+            return
+        from .style import figure_png
+
+        self._draw(title)
+        if final and self.alt is not None:  # the finished figure: a picture with its alt text
+            shown = Shown(fig_to_png(self._fig, dpi=self._fig.dpi), self.alt_text())
+            self._fig, self._handle = None, None  # fig_to_png closed it: a later run draws anew
+            clear_output()
+            display(shown)
+            return
+        live = {"image/png": base64.b64encode(figure_png(self._fig, self._fig.dpi)).decode("ascii")}
+        if self._handle is None:
+            self._handle = display(live, raw=True, display_id=True)
+        else:
+            self._handle.update(live, raw=True)
