@@ -21,6 +21,7 @@ import os
 import pathlib
 import re
 import socket
+import sys
 import threading
 import time
 import types
@@ -666,3 +667,21 @@ def test_a_file_name_cannot_become_a_spreadsheet_formula(tmp_path):
     write_csv([NotebookGrade("=HYPERLINK(\"http://x\")", "=cmd.ipynb", problem="-1")], tmp_path / "g.csv")
     row = next(csv.DictReader(open(tmp_path / "g.csv", encoding="utf-8")))
     assert row["student"].startswith("'=") and row["file"].startswith("'=") and row["problem"] == "'-1"
+
+
+def test_a_python_installation_under_tmp_is_seen_inside_the_sandbox(tmp_path, monkeypatch):
+    """The sandbox's private /tmp is mounted before the root's read-only binds, so a checkout
+    (and its .venv) under /tmp is bound on top of it rather than hidden by it (a clean clone
+    in /tmp could not start the sandbox: 'bwrap: execvp .../.venv/bin/python: No such file')."""
+    from attnlib.grading import sandbox
+
+    prefix = tmp_path / "venv"
+    prefix.mkdir()
+    assert str(prefix).startswith("/tmp/"), "pytest's tmp_path is not under /tmp here"
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    args = sandbox.root_layout([], mounted=("/tmp",))
+    binds = [args[i + 1] for i, a in enumerate(args) if a == "--ro-bind"]
+    made = [args[i + 1] for i, a in enumerate(args) if a == "--dir"]
+    assert str(prefix) in binds
+    assert "/tmp" not in made            # the private /tmp (1777) is not made again as 0755
+    assert str(prefix.parent) in made    # the folders between /tmp and the installation are

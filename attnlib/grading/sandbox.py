@@ -221,10 +221,12 @@ def _is_within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def root_layout(protected: list[str]) -> list[str]:
+def root_layout(protected: list[str], mounted: tuple[str, ...] = ()) -> list[str]:
     """``bwrap`` arguments for the sandbox's root: the system folders, the Python
     installation and attnlib (read-only, never a folder that contains a ``protected``
-    one), its answer key hidden under an empty read-only folder."""
+    one), its answer key hidden under an empty read-only folder. ``mounted``: folders the
+    command has already mounted (the private ``/tmp``), which are not made again: a Python
+    installation inside one (a checkout under ``/tmp``) is bound on top of it."""
     import attnlib
 
     args, binds = [], []
@@ -246,7 +248,7 @@ def root_layout(protected: list[str]) -> list[str]:
     made = set()
     for b in binds:
         for parent in list(pathlib.PurePosixPath(b).parents)[::-1][1:]:  # (searchable by the sandbox's user)
-            if str(parent) not in made:
+            if str(parent) not in made and str(parent) not in mounted:
                 made.add(str(parent))
                 args += ["--perms", "0755", "--dir", str(parent)]
         args += ["--ro-bind", b, b]
@@ -363,9 +365,11 @@ class Sandbox:
         if iso.mode == "none":
             return cmd + argv
         cmd += [tool("bwrap"), *(["--unshare-user", "--cap-drop", "ALL"] if iso.mode == "userns" else []),
-                *NAMESPACES, "--hostname", "sandbox", *root_layout(self.protected),
-                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
+                *NAMESPACES, "--hostname", "sandbox",
+                # the private /tmp first: what the root binds under /tmp (a checkout there) stays seen
                 "--perms", "1777", "--size", str(int(lim.tmp)), "--tmpfs", "/tmp",
+                *root_layout(self.protected, mounted=("/tmp",)),
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
                 "--perms", "0755", "--dir", "/home", "--bind", str(self.workdir), HOME, "--remount-ro", "/",
                 "--chdir", HOME, *(["--info-fd", str(info_fd)] if info_fd is not None else []), "--"]
         if self.uid is not None:  # root: the slot's own unprivileged user, no capability at all
