@@ -72,14 +72,25 @@ def _info(path: pathlib.Path) -> dict[str, str]:
 
 def _starts(pages: tuple[str, ...], titles: dict[str, list[str]]) -> dict[str, int]:
     """Where each page of the book starts: for each title in the book's order, the first
-    page after the previous start whose text begins with the title (a wrapped title's number
-    may come after its text in the reading order: "Title ... 8.")."""
+    page after the previous start whose text begins with the title (a wrapped title's pieces
+    may come in another reading order: "Title ... 8.", "块 6. Transformer")."""
+    def pieces(title: str) -> list[str]:  # its Latin runs and its CJK characters
+        return re.findall(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]|[^\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]+", title)
+
+    def begins(text: str, title: str) -> bool:  # the title, or its pieces in another order, first
+        head = text[:len(title) + 80]
+        return text.startswith(title) or (any(text.startswith(p) for p in pieces(title))
+                                           and all(p in head for p in pieces(title)))
+
+    def holds(text: str, title: str) -> bool:
+        return title in text or all(p in text for p in pieces(title))
+
     starts, after = {}, 0  # page 0 is the title page
     for doc, words in titles.items():
         core = [re.sub(r"^\d+\.", "", words[0])] + words[1:]
         found = next((i for i in range(after + 1, len(pages))
-                      if _squeeze(pages[i]).startswith((words[0], core[0]))
-                      and all(w in _squeeze(pages[i])[:400] for w in core)), None)
+                      if (begins(_squeeze(pages[i]), words[0]) or begins(_squeeze(pages[i]), core[0]))
+                      and all(holds(_squeeze(pages[i])[:400], w) for w in core)), None)
         assert found is not None, f"no page after page {after + 1} begins with the title of {doc}: {words}"
         starts[doc] = after = found
     return starts
