@@ -34,9 +34,6 @@ EDITIONS = ("chapters", "zh/chapters")
 # Chapters whose printed tables do not line up yet, each the owner's to fix (issue 28).
 # Expected failures, strictly: once a chapter's tables line up in both editions, delete it.
 NOT_YET_ALIGNED = {
-    "01_motivation": "phase 3 (p3a): cells 10, 25, 35",
-    "02_qkv": "phase 3 (p3a): cells 17, 36",
-    "03_scaling": "phase 3 (p3a): cells 17, 24, 37, 38",
     "04_masking": "phase 3 (p3b): the fp16 table pads its Chinese header by characters (cell 24)",
     "05_multihead": "phase 3 (p3b): tables with Chinese labels padded by characters (cells 14, 17)",
     "09_learning": "phase 3 (p3c): the training-time list: a label wider than its column "
@@ -52,14 +49,20 @@ _ARRAY = re.compile(r"^\s*\[")
 
 
 def _printed(cell) -> list[str]:
-    """What a code cell printed, as one text per output (stream, or a display's plain text)."""
-    texts = []
+    """What a code cell printed: each display's plain text, and each run of stream output
+    (a table printed in one cell may come back in several chunks of one stream)."""
+    texts, stream = [], None
     for out in cell.get("outputs", []):
         if out.get("output_type") == "stream":
-            texts.append("".join(out.get("text", "")))
+            if stream is not None and stream[0] == out.get("name"):
+                stream[1].append("".join(out.get("text", "")))
+                continue
+            stream = (out.get("name"), ["".join(out.get("text", ""))])
+            texts.append(stream[1])
         else:
-            texts.append("".join(out.get("data", {}).get("text/plain", "")))
-    return texts
+            stream = None
+            texts.append(["".join(out.get("data", {}).get("text/plain", ""))])
+    return ["".join(parts) for parts in texts]
 
 
 def tables(text: str):
