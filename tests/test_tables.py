@@ -9,13 +9,13 @@ tables in what they print and checks that their columns line up on screen.
 What counts as a table: a run of at least three consecutive lines that each have a gap of
 two or more spaces, or a ' | ' column rule. Where most rows have the same number of ' | '
 rules (at least three rows), each rule must sit at the same display column in all of them.
-Otherwise the fields (text separated by two or more spaces) are compared: a run of rows
-lines up when, among its rows with the same number of fields, each column either starts at
-one display column (left-aligned) or ends at one (right-aligned). A table may be two
-tables printed without a blank line between them (ch07's times, then its memories), so a
-block is cut into runs where one stops lining up; every run must have at least three rows,
-so a header (or a row) that sits apart from the rows under it is found. Printed arrays
-(numpy's `[[ 0.188 -0.003 ...]]`) are not tables.
+Otherwise the fields (text separated by two or more spaces) are compared, among the rows
+with the same number of fields (at least three): in order, consecutive rows form a run while
+each column either starts at one display column (left-aligned) or ends at one
+(right-aligned). Two tables printed without a blank line between them (ch07's times, then
+its memories) are two runs; a run of one row is a header, or a row, out of line with the
+rows around it, and fails. Printed arrays (numpy's `[[ 0.188 -0.003 ...]]`) are not
+tables.
 """
 from __future__ import annotations
 
