@@ -84,8 +84,6 @@ OVER_ONE_SITTING = {
     "05_multihead": "phase 2: evidence blocks for the cost and the PyTorch comparison (76 min)",
     "09_learning": "phase 2: too long for evidence blocks alone (113 min): split in two, the claims trained "
                    "(scale, LN, positions) a chapter of their own; the seed batching into attnlib",
-    "10_inference": "phase 2: too long for evidence blocks alone (130 min): split in two, MQA/GQA, RoPE and "
-                    "cross-attention a chapter of their own",
 }
 
 
