@@ -38,7 +38,6 @@ NOT_YET_ALIGNED = {
     "05_multihead": "phase 3 (p3b): tables with Chinese labels padded by characters (cells 14, 17)",
     "09_learning": "phase 3 (p3c): the training-time list: a label wider than its column "
                    "('(c) 1 layer(s), sinusoidal positions')",
-    "10_inference": "phase 3 (p3d): the FLOP-per-byte table (cell 20) and the cache table (cell 34)",
 }
 
 MIN_ROWS = 3
