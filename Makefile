@@ -192,9 +192,10 @@ browser: venv chromium poppler
 
 # Each chapter as a learner opens it: JupyterLab on 127.0.0.1 with a temporary copy of the
 # chapters, driven by Playwright in headless Chromium; and CONTRIBUTING.md's markup on a
-# small book with the site's configuration (tests/jupyterlab/, a few minutes on 2 cores)
+# small book with the site's configuration (tests/jupyterlab/). Each xdist worker runs its
+# own JupyterLab, so two chapters run at once (a few minutes on 2 cores)
 jupyterlab: venv chromium assets
-	ATTNLIB_JUPYTERLAB=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile tests/jupyterlab
+	ATTNLIB_JUPYTERLAB=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(JOBS) --dist load tests/jupyterlab
 
 # ---- make test ---------------------------------------------------------------------------
 # The suites of `make test`, each a target of this file. After the installs (Debian
@@ -204,7 +205,7 @@ jupyterlab: venv chromium assets
 # tools/suites.py prints a summary naming the failed ones (and fails if one did).
 # To add a suite: write its target, then add its name here (and if its tests live under
 # tests/, add them to SEPARATE so that `make unit` does not run them too).
-SUITES := site-zh site-en pdf browser nbval nbval-alt nbval-zh unit jupyterlab
+SUITES := site-zh site-en unit pdf browser jupyterlab nbval-zh nbval nbval-alt
 # a suite that needs another's result waits for it (the site tests need both editions)
 suite-browser: suite-site-en suite-site-zh suite-pdf  # the pages link the PDFs
 suite-pdf: suite-site-en suite-site-zh

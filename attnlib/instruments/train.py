@@ -1,4 +1,4 @@
-"""Chapter 9's instruments, which chapter 10 uses too: the tasks, a training loop that trains
+"""Chapter 9's instruments, which the later chapters use too: the tasks, a training loop that trains
 several seeds at once (:func:`train_seeds`), and the measurements taken
 on a trained :class:`attnlib.models.gpt.GPT` (head scores, ablation, gradient statistics).
 Its live loss curve is drawn by :class:`attnlib.ui.plots.LivePlot` (a figure: the ``ui`` layer).

@@ -1,7 +1,8 @@
 """Accessibility of the built website, in Debian's Chromium with the network cut.
 
 * **axe-core** (npm, vendored by ``make assets`` into site_assets/vendor/axe-core/, kept out
-  of the published site; injected into the page by the test) checks every page of both
+  of the published site; injected into the page by the test, in the same page load as
+  test_site.py's offline checks and the check that no printed line is cut off) checks every page of both
   editions with every hidden answer and quiz feedback opened: in the light colour mode with
   all its rules, then in the dark mode (the theme's ``data-theme`` / ``data-mode``) with the
   rules whose result depends on colours. No violation of impact "serious" or "critical" is
@@ -25,7 +26,8 @@ import re
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from test_site import SHOWN_IMAGE, _settle, chapter_pages, phone_pages
+from test_site import NOTEBOOK_PAGES, SHOWN_IMAGE, _settle, chapter_pages, clipped_output, offline_problems, phone_pages
+from test_site import PAGES as SITE_PAGES
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SITE = pathlib.Path(os.environ.get("ATTNLIB_SITE", ROOT / "_build" / "html"))  # as in conftest.py
@@ -104,9 +106,17 @@ def _failing(violations: list[dict]) -> list[dict]:
 
 
 @pytest.mark.parametrize("path", PAGES)
-def test_axe_finds_no_serious_violation(open_page, site, axe_source, path):
+def test_page_works_offline_and_axe_finds_no_serious_violation(open_page, site, axe_source, path):
+    """Every page at 1280 px, loaded once (a chapter's load and typesetting is most of the
+    time of each check): printed output not cut off, the page working offline
+    (test_site.offline_problems: formulas, images, widgets, each quiz and explorer used),
+    then axe-core with everything opened, in the light and the dark mode."""
     page, log = open_page(path)
     problems = _settle(page)
+    if path in NOTEBOOK_PAGES:
+        problems += clipped_output(page, 1280)
+    if path in SITE_PAGES:  # (the search pages have their own tests)
+        problems += offline_problems(page)
     page.evaluate(OPEN_EVERYTHING)  # quiz feedback, hidden answers and code are checked too
     page.add_script_tag(content=axe_source)
 
