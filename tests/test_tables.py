@@ -34,8 +34,6 @@ EDITIONS = ("chapters", "zh/chapters")
 # Chapters whose printed tables do not line up yet, each the owner's to fix (issue 28).
 # Expected failures, strictly: once a chapter's tables line up in both editions, delete it.
 NOT_YET_ALIGNED = {
-    "04_masking": "phase 3 (p3b): the fp16 table pads its Chinese header by characters (cell 24)",
-    "05_multihead": "phase 3 (p3b): tables with Chinese labels padded by characters (cells 14, 17)",
     "09_learning": "phase 3 (p3c): the training-time list: a label wider than its column "
                    "('(c) 1 layer(s), sinusoidal positions')",
 }

@@ -367,12 +367,13 @@ def ring_timeline(trace, *, time_per_pair=1.0, transfer=0.0, overlap=True):
 def tiled_loop_diagram(ax=None):
     """Draw the loop of tiled (flash) attention: what stays in slow memory and what sits in fast memory.
 
-    Left, slow memory (GPU HBM): ``Q``, ``K``, ``V`` and ``O``, each ``n x d``, with the blocks
-    of the current step highlighted. Right, fast memory (on-chip SRAM): one query block,
-    one key/value block, their ``B x B`` score tile and the running ``m, l, acc``.
+    On top, slow memory (GPU HBM): ``Q``, ``K``, ``V`` and ``O``, each ``n x d``, with the
+    blocks of the current step highlighted. Below, fast memory (on-chip SRAM): one query
+    block, one key/value block, their ``B x B`` score tile and the running ``m, l, acc``.
+    Drawn tall (4.6 x 6.6 inches) so that a phone's screen shows its text at a readable size.
 
     Args:
-        ax: a matplotlib axes to draw on. Default: ``None`` (a new small figure).
+        ax: a matplotlib axes to draw on. Default: ``None`` (a new tall figure).
 
     Returns:
         the matplotlib figure.
@@ -384,44 +385,52 @@ def tiled_loop_diagram(ax=None):
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyArrowPatch, Rectangle
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.3))
-    ax.set_xlim(0, 16)
-    ax.set_ylim(0, 7)
+    if ax is None:  # tall, so that a phone's screen (390 px) shows it at a readable size
+        fig, ax = plt.subplots(figsize=(4.6, 6.6))
+        fig.subplots_adjust(left=0.01, right=0.99, bottom=0.01, top=0.94)
+    ax.set_xlim(0, 9)
+    ax.set_ylim(0, 15.9)
     ax.axis("off")
     dark, light, fast = "#4a7ab5", "#dfe8f3", "#f6d7a7"
-    # slow memory: four tall n x d matrices, one block highlighted in each
-    ax.add_patch(Rectangle((0.2, 0.2), 7.3, 6.2, fill=False, ls="--", lw=1, ec="grey"))
-    ax.text(3.85, 6.55, N_("slow memory (HBM): large, each n × d"), ha="center", fontsize=10)
-    rows = {"O": 1, "K": 3, "V": 3, "Q": 1}  # which block of B rows is in use
+    # slow memory, on top: four tall n x d matrices, one block highlighted in each
+    ax.add_patch(Rectangle((0.15, 10.0), 8.7, 5.3, fill=False, ls="--", lw=1, ec="grey"))
+    ax.text(4.5, 15.45, N_("slow memory (HBM): large, each n × d"), ha="center", fontsize=10)
+    rows = {"Q": 1, "K": 3, "V": 3, "O": 1}  # which block of B rows is in use
+    left = {"Q": 0.6, "K": 2.65, "V": 4.7, "O": 7.8}
     col = {}
-    for i, (name, r) in enumerate(rows.items()):
-        x = 0.6 + 1.75 * i
-        col[name] = (x, 5.1 - r * 1.0)  # left edge, centre height of the highlighted block
-        ax.add_patch(Rectangle((x, 1.3), 1.0, 4.3, fc=light, ec="black", lw=0.8))
-        ax.add_patch(Rectangle((x, 5.6 - (r + 1) * 1.0), 1.0, 1.0, fc=dark, ec="black", lw=0.8))
+    for name, r in rows.items():
+        x = left[name]
+        low = 14.3 - (r + 1) * 0.85           # bottom edge of the highlighted block
+        col[name] = (x + 0.5, low)            # its centre line and bottom edge
+        ax.add_patch(Rectangle((x, 10.5), 1.0, 3.8, fc=light, ec="black", lw=0.8))
+        ax.add_patch(Rectangle((x, low), 1.0, 0.85, fc=dark, ec="black", lw=0.8))
         sub = "i" if name in "QO" else "j"
-        ax.text(x + 0.5, 5.7, name, ha="center", va="bottom", fontsize=9)
-        ax.text(x + 0.5, col[name][1], f"{name}$_{sub}$", ha="center", va="center", fontsize=9, color="white")
-    # fast memory: the tiles of one step
-    ax.add_patch(Rectangle((8.6, 0.2), 7.2, 6.2, fill=False, ls="--", lw=1, ec="grey"))
-    ax.text(12.2, 6.55, N_("fast memory (SRAM): small"), ha="center", fontsize=10)
-    boxes = [((9.0, 4.5), (3.1, 1.1), N_("Q$_i$  (B × d)\nkept for all j")),
-             ((9.0, 2.6), (3.1, 1.1), N_("K$_j$, V$_j$  (B × d)\nreplaced each step")),
-             ((12.4, 4.5), (3.2, 1.1), N_("S = Q$_i$K$_j^T$/√d\n(B × B) tile")),
-             ((12.4, 2.6), (3.2, 1.1), N_("running m, ℓ  (B)\nacc  (B × d)")),
-             ((10.4, 0.4), (4.0, 0.9), N_("after the last j:\nO$_i$ = acc / ℓ"))]
+        ax.text(x + 0.5, 14.4, name, ha="center", va="bottom", fontsize=9)
+        ax.text(x + 0.5, low + 0.42, f"{name}$_{sub}$", ha="center", va="center", fontsize=9, color="white")
+    # fast memory, below: the tiles of one step
+    ax.add_patch(Rectangle((0.15, 0.15), 8.7, 7.6, fill=False, ls="--", lw=1, ec="grey"))
+    ax.text(4.5, 7.05, N_("fast memory (SRAM): small"), ha="center", fontsize=10,
+            bbox=dict(fc="white", ec="none", pad=1))
+    boxes = [((0.35, 5.0), (3.75, 1.5), N_("Q$_i$  (B × d)\nkept for all j")),
+             ((4.3, 5.0), (3.6, 1.5), N_("K$_j$, V$_j$  (B × d)\nreplaced each step")),
+             ((0.35, 2.9), (3.75, 1.5), N_("S = Q$_i$K$_j^T$/√d\n(B × B) tile")),
+             ((4.3, 2.9), (3.6, 1.5), N_("running m, ℓ  (B)\nacc  (B × d)")),
+             ((4.3, 0.5), (3.6, 1.5), N_("after the last j:\nO$_i$ = acc / ℓ"))]
     for (x, y), (w, h), label in boxes:
         ax.add_patch(Rectangle((x, y), w, h, fc=fast, ec="black", lw=0.8))
-        ax.text(x + w / 2, y + h / 2, label, ha="center", va="center", fontsize=8.5)
+        ax.text(x + w / 2, y + h / 2, label, ha="center", va="center", fontsize=9)
 
-    def arrow(start, end, label, where, style="arc3,rad=0"):
+    def arrow(start, end, label=None, where=None, style="arc3,rad=0", ha="center"):
         ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, lw=1, color="#444",
                                      connectionstyle=style))
-        ax.text(*where, label, fontsize=8, color="#444", ha="center")
+        if label:
+            ax.text(*where, label, fontsize=9, color="#444", ha=ha, va="center",
+                    bbox=dict(fc="white", ec="none", pad=1))
 
-    arrow((col["Q"][0] + 1.0, col["Q"][1]), (9.0, 5.05), N_("once"), (8.0, 4.95))
-    arrow((col["V"][0] + 1.0, col["V"][1]), (9.0, 3.15), N_("one block per step, j = 0, 1, 2, …"), (10.35, 2.2))
-    arrow((10.4, 0.85), (col["O"][0] + 0.5, 1.3), N_("once"), (5.0, 0.5), style="angle,angleA=180,angleB=90,rad=0")
+    arrow(col["Q"], (col["Q"][0], 6.5), N_("once"), (col["Q"][0] + 0.2, 8.3), ha="left")
+    arrow(col["K"], (5.2, 6.5))
+    arrow(col["V"], (6.0, 6.5), N_("one block per step, j = 0, 1, 2, …"), (4.6, 9.2))
+    arrow((7.9, 1.25), (col["O"][0], 10.5), N_("once"), (col["O"][0] - 0.2, 8.3), ha="right",
+          style="angle,angleA=0,angleB=-90,rad=0")
     ax.set_title(N_("One step of the tiled loop: only B × B scores exist at a time"), fontsize=10)
     return ax.figure

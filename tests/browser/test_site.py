@@ -248,6 +248,65 @@ def _read(path: str) -> str:
     return f.read_text(encoding="utf-8", errors="replace") if f.is_file() else ""
 
 
+# A display formula wider than a phone's screen must scroll sideways in a box of its own
+# that ends on the screen, and say that it does: a scrollbar that takes room, or a shadow
+# at the edge that hides more of it (site_assets/attnlib-site.css). A formula cut at the
+# edge with nothing to show that it goes on reads as a complete, wrong formula.
+DISPLAY_MATHS_CUT = """(W) => {
+    const out = [];
+    for (const m of document.querySelectorAll('mjx-container[display="true"]')) {
+        const r = m.getBoundingClientRect();
+        if (r.width === 0) continue;
+        const text = (m.querySelector('mjx-assistive-mml') || m).textContent.trim().slice(0, 50);
+        let box = m;
+        for (; box && box !== document.body; box = box.parentElement) {
+            if (['auto', 'scroll'].includes(getComputedStyle(box).overflowX)) break;
+        }
+        const wide = m.scrollWidth > m.clientWidth + 1 || r.right > W + 1;
+        if (!wide) continue;
+        if (!box || box === document.body) {
+            out.push(`a display formula ends at ${Math.round(r.right)} px with no box that scrolls it: ${text}`);
+            continue;
+        }
+        const b = box.getBoundingClientRect(), before = box.scrollLeft;
+        box.scrollLeft = before + 10;
+        const scrolls = box.scrollLeft !== before;
+        box.scrollLeft = before;
+        if (b.right > W + 1 || !scrolls) {
+            out.push(`a display formula's scroll box ends at ${Math.round(b.right)} px`
+                     + (scrolls ? '' : ' and does not scroll') + `: ${text}`);
+            continue;
+        }
+        const s = getComputedStyle(box);
+        const bar = box.offsetHeight - box.clientHeight - parseFloat(s.borderTopWidth) - parseFloat(s.borderBottomWidth) > 0;
+        const shadow = s.backgroundImage.includes('gradient') && s.backgroundAttachment.includes('local');
+        if (!bar && !shadow) {
+            out.push(`a display formula ${box.scrollWidth} px wide scrolls in a box of ${box.clientWidth} px `
+                     + `with no cue that it goes on (no scrollbar, no edge shadow): ${text}`);
+        }
+    }
+    return out.slice(0, 5);
+}"""
+
+
+def maths_pages() -> list[str]:
+    """The pages of both editions with display maths."""
+    return [p for p in PAGES if '<div class="math notranslate nohighlight">' in _read(p)] or ["index.html"]
+
+
+@pytest.mark.parametrize("path", maths_pages())
+def test_display_maths_scrolls_with_a_cue_on_a_phone(open_page, site, path):
+    """At 390 px a display formula wider than the screen scrolls sideways inside its own
+    box, which ends on the screen and shows that the formula goes on (a scrollbar or an edge
+    shadow), instead of being cut at the screen's edge."""
+    page, log = open_page(path, viewport=PHONE, mobile=True)
+    problems = _settle(page)
+    page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    page.wait_for_timeout(100)
+    problems += page.evaluate(DISPLAY_MATHS_CUT, PHONE["width"])
+    assert not problems, f"{path}:\n  " + "\n  ".join(problems)
+
+
 def _verdicts(page) -> tuple[str, str]:
     """The quiz's verdicts in the page's language: ("Correct.", "Not quite.") on the
     English pages, their translations from attnlib's catalogue on the Chinese ones."""
