@@ -20,6 +20,11 @@ JOBS       ?= 2
 QUICK      := not slow and not system
 NBVAL      := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tools/nbval_sanitize.cfg
 export PYTHONHASHSEED := 0
+# torch's OpenMP threads wait for work by spinning (GNU OpenMP's default policy): with two
+# suites on two cores they spent most of their CPU spinning (a small training loop on two
+# threads at load 5-6: 26-30 s of CPU and 35-69 s on the clock, 4.3 s and 2.7-4.9 s with
+# PASSIVE; the same loss to the last digit: same threads, same split of the work)
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: help venv assets node chromium fonts gettext-tools bubblewrap poppler debs pdf book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt nbval-zh site-en site-zh book-check browser jupyterlab notebooks notebooks-zh bench gpu-check freeze clean assignments grading
 
