@@ -85,8 +85,6 @@ OVER_ONE_SITTING = {
     "02_qkv": "phase 2: cut or move about 20 minutes: evidence blocks, fewer printed lines (95 min)",
     "04_masking": "phase 2: evidence blocks for the no-peeking, padding and fp16 checks (79 min)",
     "05_multihead": "phase 2: evidence blocks for the cost and the PyTorch comparison (76 min)",
-    "09_learning": "phase 2: too long for evidence blocks alone (113 min): split in two, the claims trained "
-                   "(scale, LN, positions) a chapter of their own; the seed batching into attnlib",
     "10_inference": "phase 2: too long for evidence blocks alone (130 min): split in two, MQA/GQA, RoPE and "
                     "cross-attention a chapter of their own",
 }
@@ -807,7 +805,7 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # Chapters whose checks are still in plain view, until phase 2 of issue 31 moves them into
 # evidence blocks (strict: a converted chapter that passes must be deleted from here).
 CHECKS_IN_VIEW = {stem: "phase 2 of issue 31: per-seed tables, bounds and verdicts into evidence blocks" for stem in (
-    "04_masking", "05_multihead", "09_learning")}
+    "04_masking", "05_multihead")}
 
 
 def _evidence_param(path):
