@@ -21,7 +21,7 @@ The package's folders are its layers; each imports only the layers above it in t
 ``i18n``        the language of what attnlib shows, and its message catalogues
 ``kernels``     attention itself: softmax, masks, attention, multi-head, RoPE, and the
                 exact or approximate variants (flash, sparse, linear, performer, ring)
-``models``      the Transformer block (chapter 6) and the small GPT (chapters 9 and 10)
+``models``      the Transformer block (chapter 6) and the small GPT (chapters 9 to 12)
 ``instruments`` the chapters' measuring helpers, imported by name, not re-exported:
                 ``from attnlib.instruments import motivation as mo`` (chapter 1),
                 ``scaling`` (3), ``complexity`` (7 and 8), ``train`` (9), ``inference``

@@ -1,4 +1,4 @@
-"""Decode time per generated token with and without the KV cache (chapter 10).
+"""Decode time per generated token with and without the KV cache (chapter 11).
 
 Model: :class:`attnlib.models.gpt.GPT` with 4 layers, 8 heads, ``d_model = 256`` and an MLP,
 random weights (timing does not depend on them). For each sequence length ``S`` we time

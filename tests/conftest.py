@@ -71,3 +71,14 @@ def to_np(x):
         x = x.detach().cpu()
         return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
     return np.asarray(x)
+
+
+def start_methods() -> list:
+    """The ways a checker child starts here, for ``parametrize``: ``"spawn"`` everywhere,
+    ``"fork"`` where forking is safe. Where fork is the default the spawn variant is marked
+    slow (a new Python per child): make check runs the forked worker, make unit both."""
+    from attnlib.runtime import processes
+
+    if processes.fork_unsafe_reason() is None:
+        return [pytest.param("spawn", marks=pytest.mark.slow), "fork"]
+    return ["spawn"]

@@ -152,7 +152,7 @@ def test_chinese_assignment_code_says_everything_in_chinese(built, stem):
 
 
 def test_a_question_whose_summary_asks_keeps_the_question(built):
-    nb, _ = built["10_inference", "en"]
+    nb, _ = built["11_inference", "en"]
     text = _text(nb)
     assert "**Question.** why may a decoder keep the keys of earlier tokens, but an encoder may not?" in text
     assert "In a decoder every layer is causal" not in text

@@ -300,7 +300,7 @@ def test_kv_cache_bytes_reads_a_numpy_integer_as_a_number_of_bytes():
 
 
 def test_the_token_check_does_not_stop_vmap():
-    """Chapter 10 trains several seeds at once with torch.func.vmap, which cannot read a value
+    """Chapters 11 and 12 train several seeds at once with torch.func.vmap, which cannot read a value
     back to Python; the range check steps aside there (shapes and dtype are still checked)."""
     import copy
 

@@ -106,6 +106,7 @@ def test_a_waiting_process_is_stopped_by_the_clock_backstop():
 
 
 @pinnable
+@pytest.mark.slow  # crowds one CPU for several seconds (make unit, make test)
 def test_a_starved_computing_process_is_not_stopped_by_the_backstop():
     """Less than a third of a CPU (here a sixth): past the clock's backstop, but computing,
     so it goes on; its CPU limit still bounds it (and the hard stop, 20x the limit)."""
@@ -150,6 +151,7 @@ def mode(request, monkeypatch):
 
 
 @pinnable
+@pytest.mark.slow  # crowds one CPU for several seconds (make unit, make test)
 def test_a_correct_answer_passes_on_a_crowded_cpu(toy, mode):
     """0.2 s of CPU per case, limit 0.4 s: on a CPU shared three ways each case takes about
     0.6 s on the clock (a wall-clock limit failed it), 0.2 s of CPU time."""
@@ -164,6 +166,7 @@ def test_a_correct_answer_passes_on_a_crowded_cpu(toy, mode):
 
 
 @pinnable
+@pytest.mark.slow  # crowds one CPU for several seconds (make unit, make test)
 def test_on_a_crowded_cpu_runaway_code_is_still_stopped_and_sleeping_code_at_its_limit(toy, mode, monkeypatch):
     toy()
     check("clock_double", _computes(0.0))
@@ -192,6 +195,7 @@ def test_on_a_crowded_cpu_runaway_code_is_still_stopped_and_sleeping_code_at_its
 
 
 @pinnable
+@pytest.mark.slow  # crowds one CPU for several seconds (make unit, make test)
 def test_the_total_budget_counts_own_time_too(toy):
     """Three cases of 0.25 s of CPU within a 1 s budget pass on a crowded CPU (about 2.3 s
     on the clock); three of 0.45 s do not (1.35 s of CPU)."""
@@ -206,6 +210,7 @@ def test_the_total_budget_counts_own_time_too(toy):
 # --------------------------------------------------------------------------- the grader's runner
 
 @pinnable
+@pytest.mark.slow  # crowds one CPU for several seconds (make unit, make test)
 def test_the_graders_runner_counts_cpu_time_too(toy):
     """The grader runs many notebooks at once: its runner applies the same rule."""
     from attnlib.grading import runner

@@ -15,6 +15,7 @@ import torch
 import attnlib as al
 from attnlib.exercises import EXERCISES, Case, CheckResult, Mistake, check
 from attnlib.runtime import limits, processes
+from conftest import start_methods
 from exercise_toys import interrupt_after, toys
 
 
@@ -555,7 +556,7 @@ def test_a_library_helper_that_is_not_the_answer_is_allowed():
     assert check("attention", attention).passed
 
 
-@pytest.mark.parametrize("method", ["spawn"] + (["fork"] if processes.fork_unsafe_reason() is None else []))
+@pytest.mark.parametrize("method", start_methods())
 def test_closing_file_descriptors_0_to_2_is_not_a_crash(toy, method, monkeypatch):
     """Issue 27's probe: a function that closes stdin, stdout and stderr and returns the
     right answer got "crashed the separate process" (the checker's own copies of them took

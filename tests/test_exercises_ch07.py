@@ -113,6 +113,7 @@ def test_what_tiling_promises_is_held_in_numpy_and_torch(fn, key):
     assert res.message.startswith(m.title) and "key" in res.message
 
 
+@pytest.mark.slow  # measures the peak memory of several large cases (~5 s)
 def test_an_intermediate_that_grows_with_the_keys_is_named():
     def tiled_with_a_wide_copy(q, k, v, block_size):
         wide = np.repeat(k, 40, axis=1)  # (S, 40 E): grows with S, neither L x S nor block x S
@@ -124,7 +125,8 @@ def test_an_intermediate_that_grows_with_the_keys_is_named():
     assert "grows with the number of keys" in res.message and "MiB" in res.message
 
 
-@pytest.mark.parametrize("mode", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
+@pytest.mark.slow  # the same measurement as the test above, in Chinese (~5 s)
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
 def test_the_growing_intermediate_is_named_in_chinese_whichever_worker_measures_it(mode, monkeypatch):
     """The extra check's message is made in the worker, with its numbers: a spawned worker
     speaks the kernel's language too (set with al.set_language, not the environment)."""
@@ -156,6 +158,7 @@ def test_the_library_attention_is_refused(shortcut, called):
     assert res.mistake == "library_shortcut" and called in res.message, res.message
 
 
+@pytest.mark.slow  # waits for a loop to reach its limit in the memory test (~6 s)
 def test_a_loop_only_the_memory_test_triggers_is_stopped():
     """Issue 10's leak 2: the loop starts only on the extra check's large input."""
     def hangs_on_big_inputs(q, k, v, block_size):

@@ -134,6 +134,7 @@ def test_causal_skips_the_tiles_above_the_diagonal(monkeypatch):
     assert full == 16 and len(calls) == 4 * 5 // 2  # the 10 tiles on or below the diagonal
 
 
+@pytest.mark.slow  # peak memory of large inputs (~5 s)
 def test_flash_peak_memory_does_not_grow_with_L_times_S():
     rng = np.random.default_rng(6)
     E = 16

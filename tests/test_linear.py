@@ -78,6 +78,7 @@ def test_error_against_softmax_is_small_only_when_softmax_is_nearly_uniform():
     assert errs[2.0] > 0.5
 
 
+@pytest.mark.slow  # peak memory of large inputs (~5 s)
 def test_peak_memory_is_linear_in_n():
     rng = np.random.default_rng(4)
     ns = [1024, 2048, 4096, 8192]

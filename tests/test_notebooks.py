@@ -80,13 +80,8 @@ def test_chapters_are_numbered_in_order_and_all_in_the_toc():
 # chapter fits, its test passes, xfail(strict) turns that into a failure, and the chapter
 # must be deleted from this list.
 OVER_ONE_SITTING = {
-    "01_motivation": "phase 2: 83 min with its checks in evidence cells: merge a figure into the cell that computes it "
-                     "(four places) or cut prose",
-    "02_qkv": "phase 2: cut or move about 20 minutes: evidence blocks, fewer printed lines (95 min)",
     "04_masking": "phase 2: evidence blocks for the no-peeking, padding and fp16 checks (79 min)",
     "05_multihead": "phase 2: evidence blocks for the cost and the PyTorch comparison (76 min)",
-    "10_inference": "phase 2: too long for evidence blocks alone (130 min): split in two, MQA/GQA, RoPE and "
-                    "cross-attention a chapter of their own",
 }
 
 

@@ -126,6 +126,7 @@ def test_property_ring_equals_plain_for_any_split(L, S, P, causal, seed):
                                al.scaled_dot_product_attention(q, k, v, is_causal=causal), atol=1e-12)
 
 
+@pytest.mark.slow  # starts P processes each (make check keeps test_distributed_ring_returns_torch_for_torch_inputs)
 @pytest.mark.parametrize("P,causal,L,S", [(2, True, 37, 37), (3, False, 30, 41), (4, True, 64, 64)])
 def test_distributed_ring_over_gloo_equals_plain_attention(P, causal, L, S):
     rng = np.random.default_rng(P)

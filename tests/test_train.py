@@ -176,7 +176,7 @@ def test_seeded_batches_stack_one_stream_per_seed():
 
 
 BUILD = {"learned positions, FFN": lambda: GPT(small_cfg(mlp=True)).double(),   # chapter 9
-         "RoPE": lambda: inf.rope_gpt(small_cfg()).double()}                      # chapter 10
+         "RoPE": lambda: inf.rope_gpt(small_cfg()).double()}                      # chapter 12
 
 
 @pytest.mark.parametrize("kind", list(BUILD))

@@ -1,4 +1,4 @@
-"""Attention at inference (chapter 10): a key/value cache, greedy generation with and
+"""Attention at inference (chapters 11 and 12): a key/value cache, greedy generation with and
 without it, chunked prefill, grouped-query decoding and the cache's memory.
 
 A decoder generates one token at a time. Without a cache, step ``t`` runs the model on all

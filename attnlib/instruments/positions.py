@@ -1,10 +1,10 @@
-"""Positions beyond the training length (chapter 10): a model run as if its tokens stood later
+"""Positions beyond the training length (chapter 12): a model run as if its tokens stood later
 in the sequence, and what a copying model does at every position of a long input.
 
 A model trained on sequences of ``L_train`` tokens has seen the positions ``0 ... L_train - 1``
 and, between a query and a key, the offsets ``0 ... L_train - 1``. On a longer input it meets
 positions it never saw (the untrained rows of a learned position table) or offsets it never
-saw (with RoPE, whose scores depend on offsets only). Chapter 10 measures what a copying
+saw (with RoPE, whose scores depend on offsets only). Chapter 12 measures what a copying
 model does then, with two instruments:
 
 * :func:`logits_from` - the logits of tokens placed at positions ``start, start + 1, ...``

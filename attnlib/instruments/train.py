@@ -1,6 +1,6 @@
-"""Chapter 9's instruments, which chapter 10 (the course's claims, trained) uses too: the
-tasks, a training loop that trains several seeds at once (:func:`train_seeds`), the model of
-chapter 9's training-loop exercise (:func:`model_from_weights`), and the measurements taken
+"""Chapter 9's instruments, which the later chapters use too: the tasks, a training loop that
+trains several seeds at once (:func:`train_seeds`), the model of chapter 9's training-loop
+exercise (:func:`model_from_weights`), and the measurements taken
 on a trained :class:`attnlib.models.gpt.GPT` (head scores, ablation, gradient statistics).
 Its live loss curve is drawn by :class:`attnlib.ui.plots.LivePlot` (a figure: the ``ui`` layer).
 

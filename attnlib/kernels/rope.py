@@ -17,7 +17,7 @@ Which features form a pair is a convention:
 
 The two differ by a fixed permutation of the features, applied to both ``q`` and ``k``;
 since the permutation does not change dot products, a model trained in one convention
-runs in the other once its ``W_Q`` and ``W_K`` columns are permuted (chapter 10 checks it).
+runs in the other once its ``W_Q`` and ``W_K`` columns are permuted (chapter 12 checks it).
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ are), so what the course taught in chapters 2-6 is what trains here.
 * :class:`CausalSelfAttention` - ``h`` heads with ``(d_model, d_model)`` matrices used as
   ``x @ w`` (the course's convention, so :func:`attnlib.multi_head_attention` with the
   same matrices gives the same result). ``project`` returns the per-head ``q, k, v``;
-  ``attend`` attends queries to *given* keys and values. A key/value cache (chapter 10)
+  ``attend`` attends queries to *given* keys and values. A key/value cache (chapter 11)
   therefore needs no change to the model: ``forward(x, past_kv=(k, v), attn_mask=...)``
   prepends the cached keys and values and returns the new ones.
 * :class:`Block` - attention and an optional feed-forward network (chapter 6's FFN, the

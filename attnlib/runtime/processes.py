@@ -112,10 +112,7 @@ def kill_tree(pid: int) -> list[psutil.Process]:
     _stop(root)
     found: dict[int, psutil.Process] = {}
     for _ in range(100):
-        try:
-            kids = root.children(recursive=True)  # (parents before their children)
-        except (psutil.Error, OSError):
-            kids = []
+        kids = _children(root)  # (parents before their children)
         new = [p for p in kids if p.pid not in found]
         if not new:
             break
@@ -128,10 +125,65 @@ def kill_tree(pid: int) -> list[psutil.Process]:
     return list(found.values())
 
 
+def _children(root: psutil.Process) -> list[psutil.Process]:
+    """Every process descended from ``root``, parents before their children.
+
+    On Linux each thread's ``/proc/PID/task/TID/children`` lists the children it started,
+    so the tree is read from its own branches: a handful of reads, where psutil's
+    ``children(recursive=True)`` reads the ``stat`` file of every process on the machine
+    (hundreds, twice per check). Where those files are missing (a kernel without
+    CONFIG_PROC_CHILDREN, macOS, Windows), psutil's way."""
+    if LINUX:
+        try:
+            return _children_from_proc(root)
+        except OSError:
+            pass
+    try:
+        return root.children(recursive=True)
+    except (psutil.Error, OSError):
+        return []
+
+
+def _children_from_proc(root: psutil.Process) -> list[psutil.Process]:
+    out: list[psutil.Process] = []
+    seen = {root.pid}
+    todo = [root.pid]
+    first = True
+    while todo:
+        pid = todo.pop(0)
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            if first:
+                raise  # the root itself cannot be read this way: fall back
+            continue  # a descendant ended meanwhile
+        kids: list[int] = []
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    kids += [int(k) for k in f.read().split()]
+            except FileNotFoundError:
+                if first and tid == str(pid):
+                    raise  # no children files on this kernel: fall back
+            except OSError:
+                pass  # a thread that ended meanwhile
+        first = False
+        for kid in kids:
+            if kid in seen:
+                continue
+            seen.add(kid)
+            try:
+                out.append(psutil.Process(kid))  # (psutil checks the pid still names it later)
+            except (psutil.Error, OSError):
+                continue
+            todo.append(kid)
+    return out
+
+
 def descendants(pid: int) -> list[int]:
     """The live (not zombie) descendants of process ``pid``."""
     try:
-        kids = psutil.Process(pid).children(recursive=True)
+        kids = _children(psutil.Process(pid))
     except (psutil.Error, OSError):
         return []
     out = []
@@ -167,17 +219,69 @@ def _reaping():
             _child.prctl(_child._PR_SET_CHILD_SUBREAPER, 0)
 
 
+class _Watchdogs:
+    """One thread that calls each armed watchdog's ``on_expiry`` at its deadline. Starting a
+    thread per message (a ``threading.Timer``) cost two thread starts per case of every
+    check: on a busy machine each start waits for the scheduler, a third of a check's time."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.armed: dict[int, tuple[float, Callable[[], None]]] = {}
+        self.next_id = 0
+        self.thread: threading.Thread | None = None
+
+    def arm(self, seconds: float, on_expiry: Callable[[], None]) -> int:
+        with self.cond:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="attnlib-watchdog", daemon=True)
+                self.thread.start()
+            self.next_id += 1
+            self.armed[self.next_id] = (time.monotonic() + max(seconds, 0.0), on_expiry)
+            self.cond.notify()
+            return self.next_id
+
+    def disarm(self, key: int) -> None:
+        with self.cond:
+            self.armed.pop(key, None)
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                now = time.monotonic()
+                due = [k for k, (t, _) in self.armed.items() if t <= now]
+                calls = [self.armed.pop(k)[1] for k in due]
+                if not calls:
+                    wait = min((t for t, _ in self.armed.values()), default=now + 60.0) - now
+                    self.cond.wait(max(wait, 0.0))
+                    continue
+            for call in calls:  # outside the lock: a call may arm or disarm another
+                with contextlib.suppress(Exception):
+                    call()
+
+
+_WATCHDOGS = _Watchdogs()
+
+
+def _fresh_watchdogs_after_fork() -> None:
+    # a forked child inherits neither the thread nor, safely, the lock (the thread may have
+    # held it at the fork): it gets its own, started when first needed
+    global _WATCHDOGS
+    _WATCHDOGS = _Watchdogs()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_watchdogs_after_fork)
+
+
 @contextlib.contextmanager
 def watchdog(seconds: float, on_expiry: Callable[[], None]):
     """Call ``on_expiry`` (from another thread) if the block is still running after
     ``seconds``: it bounds a blocking read or write by ending the process at the other end."""
-    timer = threading.Timer(max(seconds, 0.0), on_expiry)
-    timer.daemon = True
-    timer.start()
+    key = _WATCHDOGS.arm(seconds, on_expiry)
     try:
         yield
     finally:
-        timer.cancel()
+        _WATCHDOGS.disarm(key)
 
 
 # --------------------------------------------------------------------------- a child
