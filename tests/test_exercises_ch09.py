@@ -130,7 +130,7 @@ def log_softmax_np(lg):
     return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-NAMES = ["prev_token_score", "induction_score", "repeat_loss", "ablate_head"]
+NAMES = ["prev_token_score", "induction_score", "repeat_loss", "ablate_head", "train_loop"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -310,3 +310,142 @@ def test_other_correct_answers_pass_on_every_draw():
     assert not passes_every_seed(EXERCISES["prev_token_score"], prev_torch, seeds=range(10))
     assert not passes_every_seed(EXERCISES["induction_score"], induction_loop, seeds=range(10))
     assert not passes_every_seed(EXERCISES["ablate_head"], ablate_float32, seeds=range(10))
+
+
+# --- train_loop: the training loop the learner writes (issue 31) ------------------------
+
+def _sgd(model, lr):
+    return torch.optim.SGD(model.parameters(), lr=lr)
+
+
+def train_loop_optim(weights, batches, lr):
+    """nanoGPT's loop: an optimiser, zero_grad, backward, step."""
+    model = T.model_from_weights(weights)
+    opt = _sgd(model, lr)
+    losses = []
+    for b in torch.as_tensor(batches):
+        logits = model(b[:, :-1])                                   # (N, L - 1, V)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b[:, 1:].reshape(-1))
+        losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return np.array(losses)
+
+
+def train_loop_by_hand(weights, batches, lr):
+    """No model object: torch.func.functional_call on copied leaf tensors, the step by hand."""
+    base = T.model_from_weights(weights)
+    params = {k: torch.tensor(np.array(v), requires_grad=True) for k, v in weights.items()}
+    losses = []
+    for b in torch.as_tensor(batches):
+        logits = torch.func.functional_call(base, params, (b[:, :-1],))
+        loss = F.cross_entropy(logits.transpose(1, 2), b[:, 1:])    # classes on dim 1
+        losses.append(loss.item())
+        grads = torch.autograd.grad(loss, list(params.values()))
+        with torch.no_grad():
+            params = {k: (p - lr * g).requires_grad_() for (k, p), g in zip(params.items(), grads)}
+    return losses and np.array(losses)
+
+
+def train_loop_float32(weights, batches, lr):
+    model = T.model_from_weights(weights, dtype=torch.float32)
+    opt = _sgd(model, lr)
+    losses = []
+    for b in torch.as_tensor(batches):
+        loss = model.loss(b[:, :-1], b[:, 1:])
+        losses.append(loss.item())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return torch.tensor(losses)
+
+
+@pytest.mark.parametrize("fn", [train_loop_optim, train_loop_by_hand, train_loop_float32],
+                         ids=lambda f: f.__name__)
+def test_train_loop_correct_loops_in_any_style_pass(fn):
+    res = check("train_loop", fn)
+    assert res.passed, res.message
+
+
+def _loop(weights, batches, lr, *, xy=lambda b: (b[:, :-1], b[:, 1:]), zero=True, step=True,
+          loss=lambda lg, y: F.cross_entropy(lg.reshape(-1, lg.shape[-1]), y.reshape(-1))):
+    model = T.model_from_weights(weights)
+    opt = _sgd(model, lr)
+    losses = []
+    for b in torch.as_tensor(batches):
+        x, y = xy(b)
+        value = loss(model(x), y)
+        losses.append(value.item())
+        if zero:
+            opt.zero_grad()
+        value.backward()
+        if step:
+            opt.step()
+    return np.array(losses)
+
+
+def train_loop_ascent(weights, batches, lr):
+    """The step by hand, with the sign of the update flipped (SGD refuses a negative rate)."""
+    model = T.model_from_weights(weights)
+    losses = []
+    for b in torch.as_tensor(batches):
+        loss = model.loss(b[:, :-1], b[:, 1:])
+        losses.append(loss.item())
+        model.zero_grad()
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p += lr * p.grad
+    return np.array(losses)
+
+
+def train_loop_in_place(weights, batches, lr):
+    params = {k: torch.from_numpy(v).requires_grad_() for k, v in weights.items()}  # shares memory
+    base = T.model_from_weights(weights)
+    losses = []
+    for b in torch.as_tensor(batches):
+        logits = torch.func.functional_call(base, params, (b[:, :-1],))
+        loss = F.cross_entropy(logits.transpose(1, 2), b[:, 1:])
+        losses.append(loss.item())
+        for p in params.values():
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in params.values():
+                p -= lr * p.grad                                     # the caller's arrays too
+    return np.array(losses)
+
+
+@pytest.mark.parametrize("fn,key", [
+    (lambda w, b, lr: _loop(w, b, lr, xy=lambda s: (s, s)), "unshifted_targets"),
+    (lambda w, b, lr: _loop(w, b, lr, xy=lambda s: (s, s.roll(-1, 1))), "rolled_targets"),
+    (lambda w, b, lr: _loop(w, b, lr, xy=lambda s: (s[:, 1:], s[:, :-1])), "shifted_backwards"),
+    (lambda w, b, lr: _loop(w, b, lr, loss=F.cross_entropy), "loss_over_positions"),
+    (lambda w, b, lr: _loop(w, b, lr, loss=lambda lg, y: F.cross_entropy(lg.transpose(1, 2), y, reduction="sum")),
+     "summed_loss"),
+    (lambda w, b, lr: _loop(w, b, lr, zero=False), "gradients_accumulate"),
+    (lambda w, b, lr: _loop(w, b, lr, step=False), "no_step"),
+    (lambda w, b, lr: train_loop_ascent(w, b, lr), "gradient_ascent"),
+    (train_loop_in_place, "mutates"),
+], ids=["unshifted", "rolled", "backwards", "positions", "sum", "accumulate", "no_step", "ascent", "in_place"])
+def test_train_loop_mistakes_written_independently_are_named(fn, key):
+    res = check("train_loop", fn)
+    assert res.mistake == key, res.message
+
+
+def test_train_loop_reference_is_the_chapters_loss_and_a_plain_sgd_step():
+    """The reference's loss is GPT.loss on the shifted batch, and its step torch.optim.SGD's."""
+    ex = EXERCISES["train_loop"]
+    for case in ex.all_cases(3):
+        np.testing.assert_allclose(ex.reference(*case.args), train_loop_float32(*case.args).double().numpy(),
+                                   rtol=1e-5)
+
+
+def test_train_loop_leaves_the_notebooks_torch_generator_alone():
+    torch.manual_seed(7)
+    want = torch.rand(3)
+    torch.manual_seed(7)
+    ex = EXERCISES["train_loop"]
+    ex.reference(*ex.all_cases(0)[0].args)
+    assert torch.equal(torch.rand(3), want)

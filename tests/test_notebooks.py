@@ -80,8 +80,6 @@ def test_chapters_are_numbered_in_order_and_all_in_the_toc():
 # chapter fits, its test passes, xfail(strict) turns that into a failure, and the chapter
 # must be deleted from this list.
 OVER_ONE_SITTING = {
-    "09_learning": "phase 2: too long for evidence blocks alone (113 min): split in two, the claims trained "
-                   "(scale, LN, positions) a chapter of their own; the seed batching into attnlib",
 }
 
 
@@ -800,7 +798,7 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # Chapters whose checks are still in plain view, until phase 2 of issue 31 moves them into
 # evidence blocks (strict: a converted chapter that passes must be deleted from here).
 CHECKS_IN_VIEW = {stem: "phase 2 of issue 31: per-seed tables, bounds and verdicts into evidence blocks" for stem in (
-    "09_learning",)}
+)}
 
 
 def _evidence_param(path):

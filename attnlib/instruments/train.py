@@ -1,5 +1,6 @@
-"""Chapter 9's instruments, which the later chapters use too: the tasks, a training loop that trains
-several seeds at once (:func:`train_seeds`), and the measurements taken
+"""Chapter 9's instruments, which the later chapters use too: the tasks, a training loop that
+trains several seeds at once (:func:`train_seeds`), the model of chapter 9's training-loop
+exercise (:func:`model_from_weights`), and the measurements taken
 on a trained :class:`attnlib.models.gpt.GPT` (head scores, ablation, gradient statistics).
 Its live loss curve is drawn by :class:`attnlib.ui.plots.LivePlot` (a figure: the ``ui`` layer).
 
@@ -35,10 +36,11 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from ..models.gpt import GPT, GPTConfig
 from ..models.gpt import next_token_loss  # GPT.loss's own: train_seeds' default loss (documented there)
 
 __all__ = ["repeated_blocks", "lm_pair", "previous_token_task", "seeded_batches",
-           "train_seeds", "SeedRun", "prev_token_weight", "induction_weight", "seen_before",
+           "model_from_weights", "train_seeds", "SeedRun", "prev_token_weight", "induction_weight", "seen_before",
            "prev_token_score", "induction_score", "head_scores", "position_losses", "seen_token_mass",
            "copy_stats", "copy_losses", "ablation_losses", "attention_stats", "grad_norms", "grad_agreement",
            "layer_grad_norms", "phase_change_step", "span"]
@@ -118,6 +120,42 @@ def seeded_batches(make: Callable, seeds, *, offset: int = 1000) -> Callable[[in
         return torch.stack([x for x, _ in pairs]), torch.stack([y for _, y in pairs])  # (S, ...)
 
     return batch
+
+
+def model_from_weights(weights: dict, *, num_heads: int = 2, dtype=torch.float64):
+    """A :class:`attnlib.models.gpt.GPT` holding a copy of ``weights``, ready to train.
+
+    The model of chapter 9's training-loop exercise: its sizes are read from the shapes of
+    ``weights`` (``tok_emb`` ``(V, d_model)``, ``pos_emb`` ``(context_length, d_model)``, one
+    ``blocks.<i>`` group per layer, an FFN where ``mlp`` weights are present); learned
+    positions and pre-LN, as the chapter's model.
+
+    Args:
+        weights: ``{name: array}``, as ``GPT.state_dict()`` names them (NumPy arrays or tensors).
+            They are copied: training the model never changes them. Torch's global random
+            generator is left as it was.
+        num_heads: heads per layer. Default: ``2``.
+        dtype: the model's float dtype. Default: ``torch.float64``.
+
+    Returns:
+        the model (in training mode), on the CPU.
+
+    Example::
+
+        >>> model = model_from_weights({k: v.numpy() for k, v in GPT(GPTConfig()).state_dict().items()}, num_heads=4)
+    """
+    if not isinstance(weights, dict) or "tok_emb" not in weights or "pos_emb" not in weights:
+        raise ValueError("weights must be a dict {name: array} as GPT.state_dict() names them, with "
+                         "'tok_emb' and 'pos_emb' among them")
+    V, d_model = np.shape(weights["tok_emb"])
+    layers = len({name.split(".")[1] for name in weights if name.startswith("blocks.")})
+    cfg = GPTConfig(vocab_size=int(V), context_length=int(np.shape(weights["pos_emb"])[0]),
+                    num_layers=layers, num_heads=num_heads, d_model=int(d_model),
+                    mlp=any(".mlp." in name for name in weights))
+    with torch.random.fork_rng(devices=[]):  # the initial draw is overwritten: leave the caller's generator alone
+        model = GPT(cfg).to(dtype)
+    model.load_state_dict({k: torch.as_tensor(np.array(v), dtype=dtype) for k, v in weights.items()})
+    return model.train()
 
 
 @dataclass

@@ -1,21 +1,28 @@
 """Exercises of chapter 09 (watch attention learn): ``prev_token_score``,
-``induction_score``, ``repeat_loss`` and ``ablate_head``.
+``induction_score``, ``ablate_head`` and ``train_loop`` (the training loop: next-token
+targets, the loss, the gradient, the step). ``repeat_loss`` is chapter 10's
+(:mod:`attnlib.exercises.catalogue.ch10_trained_claims`).
 
 Conventions (those of the chapter and of :mod:`attnlib.instruments.train`): attention weights are
 ``(..., L, L)`` NumPy arrays with rows as queries; a repeated sequence has a block of
 ``period`` tokens that repeats, so the token after position ``i`` (``i >= period - 1``)
 equals the token after position ``i - period``. Per-head outputs are ``(N, h, L, d_head)``
 and ``W_O`` is ``(h * d_head, d_model)``, as in :class:`attnlib.models.gpt.CausalSelfAttention`.
-The references are plain NumPy, independent of :mod:`attnlib.instruments.train` and :mod:`attnlib.models.gpt`.
+The references are plain NumPy, independent of :mod:`attnlib.instruments.train` and :mod:`attnlib.models.gpt`,
+except ``train_loop``'s, which trains the chapter's model (built by
+:func:`attnlib.instruments.train.model_from_weights`, as the learner's is) with torch's autograd
+and its own loss and step.
 """
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from ...i18n import N_
+from ...instruments.train import model_from_weights
+from ...models.gpt import GPT, GPTConfig
 from .._model import Case, Exercise, Mistake, register
 from ._ref import as_np, f64
-from ._ref import stable_log_softmax as log_softmax
 
 __all__ = []  # exercises register themselves; nothing to import from here
 
@@ -239,130 +246,6 @@ register(Exercise(
 ))
 
 
-# --------------------------------------------------------------------------- repeat_loss
-
-def _repeat_loss(logits, seq, period, *, shift=1, start=None, log="stable", reduce="mean", mix=False):
-    logits, seq = f64(logits), as_np(seq)
-    n_pos = logits.shape[-2]
-    targets = seq[..., shift:shift + n_pos]                       # (N, L - 1) next tokens
-    if log == "stable":
-        logp = log_softmax(logits)
-    elif log == "naive":                                          # log(exp(l) / sum exp(l)): NaN at 1000
-        with np.errstate(all="ignore"):
-            e = np.exp(logits)
-            logp = np.log(e / e.sum(-1, keepdims=True))
-    elif log == "raw":
-        logp = logits                                             # the logits taken as log-probabilities
-    else:
-        logp = np.exp(log_softmax(logits))                        # probabilities
-    if mix:  # logp[:, t, targets]: every sequence's logits against every sequence's targets
-        picked = logp[:, np.arange(n_pos), targets]               # (N, N, L - 1)
-    else:
-        picked = np.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]  # (N, L - 1)
-    first = period - 1 if start is None else start
-    picked = picked[..., first:]
-    out = 1.0 - picked if log == "prob" else -picked
-    return float(out.sum() if reduce == "sum" else out.mean())
-
-
-def _repeat_reference(logits, seq, period):
-    return _repeat_loss(logits, seq, period)
-
-
-def _repeat_cases(rng):
-    def case(N, period, L, V, label, level=0.0):
-        block = np.stack([rng.permutation(V)[:period] for _ in range(N)])  # (N, period) distinct ids
-        seq = np.tile(block, (1, -(-L // period)))[:, :L]                  # (N, L)
-        logits = level + rng.standard_normal((N, L - 1, V))
-        logits[np.arange(N)[:, None], np.arange(L - 1), seq[:, 1:]] += rng.uniform(0, 3, (N, L - 1))
-        return Case(args=(logits, seq, period), label=label)
-
-    return [case(2, 4, 8, 6, N_("N = 2, period 4, L = 8, V = 6")),
-            case(3, 5, 12, 9, N_("N = 3, period 5, L = 12 (more than two copies), V = 9")),
-            case(1, 3, 6, 4, N_("one sequence, period 3, L = 6, V = 4")),
-            case(4, 6, 12, 10, N_("N = 4, period 6, L = 12, V = 10")),
-            case(2, 3, 7, 5, N_("logits near 1000 (exp overflows without the max trick)"), level=1000.0)]
-
-
-register(Exercise(
-    name="repeat_loss",
-    chapter="09_learning",
-    prompt="Given next-token logits (N, L - 1, V) for the inputs seq[:, :-1] of repeated sequences seq (N, L) "
-           "with block length `period`, return the mean cross-entropy (nats) over the predictions of "
-           "tokens that already appeared one period earlier.",
-    stub='''def repeat_loss(logits, seq, period):
-    """logits: (N, L - 1, V) NumPy array, the model's next-token logits at positions
-    t = 0 ... L - 2 (at position t it has read seq[:, :t + 1]); seq: (N, L) int ids
-    whose first `period` ids repeat (to use torch, convert first: torch.as_tensor).
-    Returns a float: the mean cross-entropy -log p(next token) over the predictions of
-    tokens that already appeared one period earlier."""
-    # YOUR CODE HERE
-    raise NotImplementedError
-''',
-    reference=_repeat_reference,
-    cases=_repeat_cases,
-    mistakes=[
-        Mistake("unshifted_targets", "Targets not shifted",
-                "The logits at position t predict the *next* token; you scored them against the token "
-                "the model has just read, seq[:, t].",
-                fn=lambda lg, s, p: _repeat_loss(lg, s, p, shift=0),
-                fix="targets = seq[:, 1:] (position t is scored against seq[:, t + 1])."),
-        Mistake("off_by_one_start", "The first repeated target skipped",
-                "The first token of the second copy, seq[:, period], is already predictable (it equals "
-                "seq[:, 0]); it is predicted at the position just before it. You started one position "
-                "later.",
-                fn=lambda lg, s, p: _repeat_loss(lg, s, p, start=p),
-                fix="Keep the positions t = period - 1 ... L - 2: loss[:, period - 1:]."),
-        Mistake("includes_first_copy", "The first copy included",
-                "You averaged over every position. The targets of the first copy are random, so no "
-                "model can predict them; only the predictions of tokens seen one period earlier count.",
-                fn=lambda lg, s, p: _repeat_loss(lg, s, p, start=0),
-                fix="Drop the first period - 1 positions: loss[:, period - 1:].mean()."),
-        Mistake("no_log_softmax", "The logits used as log-probabilities (a negative loss)",
-                "Your loss is minus the target's logit itself. Logits are not log-probabilities: they "
-                "are not normalised, so your 'loss' can be negative (here it is about -1000 when the "
-                "logits lie near 1000), which a cross-entropy never is. Normalise first: a "
-                "log-softmax over the vocabulary.",
-                fn=lambda lg, s, p: _repeat_loss(lg, s, p, log="raw"),
-                fix="log_p = logits - logsumexp(logits, axis=-1), with logsumexp = m + "
-                    "np.log(np.exp(logits - m).sum(-1, keepdims=True)) and m the max over the vocabulary."),
-        Mistake("log_softmax_overflow", "The softmax overflows before the log",
-                "Right for small logits, NaN for logits near 1000: exp(1000) is inf, inf / inf is NaN, "
-                "and so is its log (chapter 2's trap). Compute the log-probabilities in a form that "
-                "never exponentiates a large number.",
-                fn=lambda lg, s, p: _repeat_loss(lg, s, p, log="naive"),
-                fix="log_p = z - np.log(np.exp(z).sum(-1, keepdims=True)) with "
-                    "z = logits - logits.max(-1, keepdims=True)."),
-        Mistake("no_log", "Probabilities instead of log-probabilities",
-                "Cross-entropy is the mean of -log p(target); you used 1 - p (or p itself).",
-                fn=lambda lg, s, p: _repeat_loss(lg, s, p, log="prob"),
-                fix="Take the log of the softmax, stably: the log-softmax logits - logsumexp(logits)."),
-        Mistake("batch_index_mixed", "Every sequence's logits scored against every sequence's targets",
-                "Indexing the log-probabilities with a slice for the sequences and the (N, L - 1) targets "
-                "pairs every sequence with every other sequence's targets: an (N, N, L - 1) array "
-                "whose mean mixes up the batch. Each sequence must be scored against its own targets.",
-                fn=lambda lg, s, p: _repeat_loss(lg, s, p, mix=True),
-                fix="np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0], or "
-                    "log_p[np.arange(N)[:, None], np.arange(L - 1), targets]."),
-        Mistake("sum", "A sum instead of a mean",
-                "You added the losses of all positions and sequences; the loss is their mean, so it does "
-                "not depend on the batch size or the sequence length.",
-                fn=lambda lg, s, p: _repeat_loss(lg, s, p, reduce="sum"),
-                fix="Use .mean() over the kept positions of all sequences."),
-    ],
-    hint="Which token does the prediction at position t target, and from which position on has the "
-         "target already appeared one period earlier? The loss is the mean of -log p(target), with p a "
-         "softmax over the vocabulary: compute its logarithm without overflowing.",
-    hints=("The targets are the inputs shifted by one. Token seq[:, period] is the first that repeats, "
-           "and it is predicted at position period - 1. The log-probabilities are the logits minus "
-           "their log-sum-exp over the vocabulary, with the maximum subtracted inside the exponential.",
-           "log_p = log_softmax(logits); pick each position's target entry with np.take_along_axis and "
-           "targets = seq[:, 1:]; keep positions period - 1 onwards; return minus their mean."),
-    rtol=1e-4,
-    atol=1e-6,  # a loss of order 1: a float32 answer passes
-))
-
-
 # --------------------------------------------------------------------------- ablate_head
 
 def _ablate(heads, w_o, head, *, zero="head", merge="transpose", use_w_o=True, rescale=False,
@@ -531,4 +414,187 @@ register(Exercise(
            "keep = ones((h, 1, 1)); keep[head] = 0; concat = swapaxes(heads * keep, 1, 2).reshape(N, L, "
            "h * d_head); return concat @ w_o."),
     rtol=1e-4, atol=1e-5,  # outputs of order 1: a float32 answer passes
+))
+
+
+# --------------------------------------------------------------------------- train_loop
+
+def _train(weights, batches, lr, *, targets="next", loss="mean", zero_grad=True, step="descent",
+           in_place=False):
+    """``train_loop``'s reference and, through the keywords, each catalogued mistake: the
+    mean next-token cross-entropy of every batch before its plain gradient-descent step."""
+    model = model_from_weights(weights)                       # float64, a copy of the weights
+    params = list(model.parameters())
+    losses = []
+    for batch in as_np(batches):
+        b = torch.as_tensor(np.asarray(batch, dtype=np.int64))  # (N, L)
+        if targets == "next":
+            x, y = b[:, :-1], b[:, 1:]                        # read tokens 0 ... L - 2, predict 1 ... L - 1
+        elif targets == "same":
+            x, y = b, b                                       # the mistake: each position predicts itself
+        elif targets == "rolled":
+            x, y = b, torch.roll(b, -1, dims=1)               # the mistake: the last position predicts token 0
+        else:
+            x, y = b[:, 1:], b[:, :-1]                        # the mistake: each position predicts the one before
+        logits = model(x)                                     # (N, L', V)
+        if loss == "positions":                               # the mistake: classes on dim 1, the positions
+            value = torch.nn.functional.cross_entropy(logits, y)
+        else:
+            logp = logits - torch.logsumexp(logits, dim=-1, keepdim=True)   # (N, L', V) log-probabilities
+            nll = -logp.gather(-1, y[..., None])[..., 0]                     # (N, L')
+            value = nll.sum() if loss == "sum" else nll.mean()
+        losses.append(value.item())
+        if zero_grad:
+            for p in params:
+                p.grad = None
+        value.backward()
+        with torch.no_grad():
+            for p in params:
+                if step == "descent":
+                    p -= lr * p.grad
+                elif step == "ascent":
+                    p += lr * p.grad                          # the mistake: up the gradient
+    if in_place:                                              # the mistake: the caller's weights trained
+        for name, p in model.state_dict().items():
+            weights[name][...] = p.numpy()
+    return np.array(losses)
+
+
+def _train_reference(weights, batches, lr):
+    return _train(weights, batches, lr)
+
+
+def _gpt_weights(rng, cfg):
+    """Random weights ``{name: float64 array}`` of a GPT with config ``cfg``, drawn from ``rng``
+    (never from torch's global generator, which the learner's notebook owns)."""
+    with torch.device("meta"):
+        shapes = {k: tuple(v.shape) for k, v in GPT(cfg).state_dict().items()}
+    out = {}
+    for name, shape in shapes.items():
+        if name.endswith(".weight") and len(shape) == 1:      # a LayerNorm's gain
+            out[name] = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif name.endswith(".bias"):
+            out[name] = 0.1 * rng.standard_normal(shape)
+        elif name in ("tok_emb", "pos_emb"):
+            out[name] = rng.standard_normal(shape)
+        else:                                                 # (fan_in, fan_out), used as x @ w
+            out[name] = rng.standard_normal(shape) / np.sqrt(shape[0])
+    return out
+
+
+def _train_cases(rng):
+    def case(K, N, L, V, layers, lr, label):
+        cfg = GPTConfig(vocab_size=V, context_length=L, num_layers=layers, num_heads=2, d_model=8)
+        batches = rng.integers(0, V, (K, N, L))
+        return Case(args=(_gpt_weights(rng, cfg), batches, lr), label=label)
+
+    return [
+        case(3, 4, 8, 7, 1, 0.5, N_("3 batches of 4 sequences of 8 tokens, V = 7, one layer")),
+        case(4, 3, 10, 11, 2, float(rng.choice([0.2, 0.3])),
+             N_("4 batches of 3 sequences of 10 tokens, V = 11, two layers")),
+        case(3, 5, 6, 5, 1, 1.0, N_("3 batches of 5 sequences of 6 tokens, V = 5, learning rate 1")),
+        case(5, 1, 5, 9, 1, float(rng.choice([0.4, 0.6])), N_("5 batches of one sequence of 5 tokens, V = 9")),
+    ]
+
+
+register(Exercise(
+    name="train_loop",
+    chapter="09_learning",
+    prompt="Train the model given by its weights on K batches of token sequences by plain gradient descent "
+           "(w <- w - lr * dloss/dw after each batch) and return the K losses, each the mean next-token "
+           "cross-entropy of its batch before its step.",
+    stub='''def train_loop(weights, batches, lr):
+    """Train a small GPT by plain gradient descent; return its training losses.
+
+    weights: {name: NumPy array}, the model's initial weights, named as
+        model.state_dict() names them; train.model_from_weights(weights) builds
+        the model (a GPT holding a copy of them, float64).
+    batches: (K, N, L) int NumPy array: K batches of N token sequences of L tokens
+        (to use torch, convert first: torch.as_tensor(batches)).
+    lr: float, the learning rate.
+    Returns (K,): for each batch in turn, the mean next-token cross-entropy of the
+    model on it, before its update; after each batch every weight w becomes
+    w - lr * dloss/dw (torch.optim.SGD without momentum). weights must be left
+    unchanged.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError
+''',
+    reference=_train_reference,
+    cases=_train_cases,
+    mistakes=[
+        Mistake("unshifted_targets", "The targets are the inputs themselves",
+                "You scored the logits at position t against token t, the token the model has just read: "
+                "with the causal mask it can see it, so the task is to copy, not to predict. A language "
+                "model's target at position t is the NEXT token, t + 1: shift the targets by one "
+                "against the inputs, and drop the last position, which has no next token.",
+                fn=lambda w, b, lr: _train(w, b, lr, targets="same"),
+                fix="x = batch[:, :-1] (the inputs), y = batch[:, 1:] (the targets): the logits at "
+                    "position t are scored against token t + 1."),
+        Mistake("rolled_targets", "The targets rolled around: the last position predicts the first token",
+                "Rolling the sequence by one makes the target of the last position the FIRST token, which "
+                "does not follow it: a target that no model can learn enters the loss. The last token has "
+                "no next token: leave that position out instead of wrapping around.",
+                fn=lambda w, b, lr: _train(w, b, lr, targets="rolled"),
+                fix="Slice instead of rolling: inputs batch[:, :-1], targets batch[:, 1:]."),
+        Mistake("shifted_backwards", "The targets shifted the wrong way (the previous token)",
+                "Your position t is scored against token t - 1, a token the model has already read: it "
+                "learns to look back, not to predict. The target of position t is token t + 1, the one "
+                "after it.",
+                fn=lambda w, b, lr: _train(w, b, lr, targets="back"),
+                fix="Inputs are the first L - 1 tokens, batch[:, :-1]; targets the last L - 1, batch[:, 1:]."),
+        Mistake("loss_over_positions", "The cross-entropy taken over the positions, not the vocabulary",
+                "torch's cross_entropy wants the classes on dimension 1; with logits of shape (N, L - 1, V) "
+                "it took the L - 1 positions as the classes and normalised over them (when L - 1 happens to "
+                "equal V it runs; otherwise it raises). The softmax of a next-token prediction is over the "
+                "V tokens of the vocabulary, at each position on its own.",
+                fn=lambda w, b, lr: _train(w, b, lr, loss="positions"),
+                fix="Flatten the positions into the batch: F.cross_entropy(logits.reshape(-1, V), "
+                    "y.reshape(-1)), or move the vocabulary to dim 1 with logits.transpose(1, 2)."),
+        Mistake("summed_loss", "The loss summed over the tokens, not averaged",
+                "You added the cross-entropies of all N (L - 1) predictions. The loss asked for is their "
+                "mean, and the sum also makes every step N (L - 1) times longer: the learning rate would "
+                "have to change with the batch size and the sequence length.",
+                fn=lambda w, b, lr: _train(w, b, lr, loss="sum"),
+                fix="Use the mean: F.cross_entropy's default reduction='mean', or nll.mean()."),
+        Mistake("gradients_accumulate", "The gradients are never zeroed: they accumulate",
+                "Your first two losses are right, then they drift: backward() ADDS to each weight's .grad, "
+                "so without clearing it every step also applies the gradients of all earlier batches. "
+                "Clear the gradients once per step, before backward().",
+                fn=lambda w, b, lr: _train(w, b, lr, zero_grad=False),
+                fix="optimizer.zero_grad() (or p.grad = None for every weight) before loss.backward()."),
+        Mistake("no_step", "The weights never change",
+                "Your first loss is right, but every later batch is scored by the initial model: the "
+                "gradient is computed and never applied (or cleared between backward() and the step). "
+                "After each backward(), move every weight against its gradient.",
+                fn=lambda w, b, lr: _train(w, b, lr, step="none"),
+                fix="Call optimizer.step() after loss.backward() (and zero_grad() before backward(), not "
+                    "between the two); by hand: with torch.no_grad(): p -= lr * p.grad."),
+        Mistake("gradient_ascent", "A step up the gradient",
+                "Your losses rise: each weight moved along its gradient, the direction in which the loss "
+                "grows fastest. Gradient descent moves against it.",
+                fn=lambda w, b, lr: _train(w, b, lr, step="ascent"),
+                fix="w <- w - lr * grad: subtract, as torch.optim.SGD does."),
+        Mistake("mutates", "The caller's weights are trained in place",
+                "Your losses are right, but the weights you were given changed: torch.from_numpy and "
+                "torch.as_tensor share the NumPy array's memory, so updating the tensor in place also "
+                "updated the caller's initial weights, and a second run would start from trained ones. "
+                "Train a copy.",
+                fn=lambda w, b, lr: _train(w, b, lr, in_place=True), kind="mutates",
+                fix="Build the model with train.model_from_weights(weights) (it copies), or use "
+                    "torch.tensor(w, requires_grad=True), which copies."),
+    ],
+    hint="A language model at position t predicts token t + 1: which slices of a batch are the inputs and "
+         "which the targets? The loss is the mean cross-entropy over the vocabulary at every position; each "
+         "step clears the old gradients, back-propagates this batch's loss, then moves every weight a small "
+         "step against its gradient.",
+    hints=("Per batch: inputs are the first L - 1 tokens and targets the last L - 1; the logits are "
+           "(N, L - 1, V) and the cross-entropy is taken over V; record the loss, clear the gradients, "
+           "backward, step.",
+           "model = train.model_from_weights(weights); opt = torch.optim.SGD(model.parameters(), lr=lr); "
+           "per batch b: logits = model(b[:, :-1]); loss = F.cross_entropy(logits.reshape(-1, V), "
+           "b[:, 1:].reshape(-1)); opt.zero_grad(); loss.backward(); opt.step()."),
+    rtol=1e-4, atol=1e-6,  # losses of order 1 after a few steps: a float32 model passes
+    time_limit=10.0,
+    borrowed=("attnlib.instruments.train.train_seeds", "attnlib.instruments.train.lm_pair"),
 ))
