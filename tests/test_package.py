@@ -151,3 +151,17 @@ def test_wheel_installed_in_a_fresh_environment_runs_a_chapter(dist, tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     assert "✓ softmax: passed" in run.stdout, run.stdout
     assert str(env_dir) in run.stdout
+
+
+def test_attnlib_and_its_exercises_import_without_torch():
+    """torch is an optional extra (``attnlib[torch]``): the package, its checker and every
+    exercise's registration import without it (a catalogue that imported torch at the top
+    broke the Binder and setup-line installs, found only by their slow tests)."""
+    code = ("import sys; sys.modules['torch'] = None\n"  # (an import of torch now raises ImportError)
+            "import attnlib as al\n"
+            "print(len(al.exercises.EXERCISES))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    import attnlib as al
+
+    assert int(run.stdout.split()[-1]) == len(al.exercises.EXERCISES)

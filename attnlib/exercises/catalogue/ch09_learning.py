@@ -16,11 +16,8 @@ and its own loss and step.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from ...i18n import N_
-from ...instruments.train import model_from_weights
-from ...models.gpt import GPT, GPTConfig
 from .._model import Case, Exercise, Mistake, register
 from ._ref import as_np, f64
 
@@ -423,6 +420,10 @@ def _train(weights, batches, lr, *, targets="next", loss="mean", zero_grad=True,
            in_place=False):
     """``train_loop``'s reference and, through the keywords, each catalogued mistake: the
     mean next-token cross-entropy of every batch before its plain gradient-descent step."""
+    import torch  # (here, not at the top: attnlib imports without torch, an optional extra)
+
+    from ...instruments.train import model_from_weights
+
     model = model_from_weights(weights)                       # float64, a copy of the weights
     params = list(model.parameters())
     losses = []
@@ -467,6 +468,10 @@ def _train_reference(weights, batches, lr):
 def _gpt_weights(rng, cfg):
     """Random weights ``{name: float64 array}`` of a GPT with config ``cfg``, drawn from ``rng``
     (never from torch's global generator, which the learner's notebook owns)."""
+    import torch
+
+    from ...models.gpt import GPT
+
     with torch.device("meta"):
         shapes = {k: tuple(v.shape) for k, v in GPT(cfg).state_dict().items()}
     out = {}
@@ -483,6 +488,8 @@ def _gpt_weights(rng, cfg):
 
 
 def _train_cases(rng):
+    from ...models.gpt import GPTConfig
+
     def case(K, N, L, V, layers, lr, label):
         cfg = GPTConfig(vocab_size=V, context_length=L, num_layers=layers, num_heads=2, d_model=8)
         batches = rng.integers(0, V, (K, N, L))
