@@ -46,7 +46,10 @@ def _pages_text(path: pathlib.Path) -> tuple[str, ...]:
 
 
 def _squeeze(text: str) -> str:
-    return re.sub(r"\s+", "", text)
+    """``text`` without white space or hyphens: pdftotext joins a word hyphenated at a line's
+    end without its hyphen ("cross-" + "attention" -> "crossattention"), so a title that
+    wraps at its own hyphen must still be found."""
+    return re.sub(r"[\s\-\u2010\u00ad]+", "", text)
 
 
 @pytest.fixture(params=sorted(pdf.EDITIONS))
