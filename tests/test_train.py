@@ -324,6 +324,22 @@ def test_live_plot_follows_several_runs_with_their_labels():
     assert [t.get_text() for t in live._ax.get_legend().get_texts()] == ["first run", "second run"]
 
 
+
+@pytest.mark.parametrize("where, outside", [("outside", True), ("upper right", False)])
+def test_live_plot_can_put_its_legend_beside_the_axes(where, outside):
+    """legend_loc="outside": the legend sits right of the axes, where it covers no curve
+    (issue 28: chapter 10's legend in the upper right hid the end of a curve)."""
+    live = LivePlot(["repeat"], ["first run", "second run"], legend_loc=where)
+    run(steps=10, live=live)
+    run(steps=10, live=live)
+    live._draw("done")
+    fig = live._fig
+    fig.canvas.draw()
+    legend = live._ax.get_legend().get_window_extent()
+    axes = live._ax.get_window_extent()
+    assert bool(legend.x0 >= axes.x1) is outside, (legend, axes)
+    assert legend.x1 <= fig.bbox.x1 + 1, "the legend is cut off at the figure's right edge"
+
 def test_live_plot_shows_the_finished_figure_with_its_alt_text(monkeypatch):
     import IPython
     import IPython.display

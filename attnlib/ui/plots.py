@@ -220,7 +220,8 @@ class LivePlot:
         figsize: Default: ``(6, 3)``.
         hlines: ``{label: y}``: dashed reference lines (e.g. chance). Default: ``None``.
         xmax: the last training step shown (longer runs are cut there). Default: ``None`` (all).
-        legend_loc: where the legend goes (matplotlib's ``loc``). Default: ``"best"``.
+        legend_loc: where the legend goes (matplotlib's ``loc``), or ``"outside"``: to the
+            right of the axes, where it can cover no curve. Default: ``"best"``.
         alt: what the finished figure shows (see :func:`show`): a text, or a function of the
             list of runs drawn (:class:`~attnlib.instruments.train.SeedRun`, in order) that
             returns it, so that it can name numbers from the data. It is used once the last
@@ -276,7 +277,10 @@ class LivePlot:
         ax.set_xlabel(N_("training step"))
         ax.set_ylabel(self.ylabel)
         ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=8, loc=self.legend_loc)
+        if self.legend_loc == "outside":
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        else:
+            ax.legend(fontsize=8, loc=self.legend_loc)
         self._fig.tight_layout()
 
     def update(self, run, step: int, steps: int):
