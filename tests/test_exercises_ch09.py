@@ -104,7 +104,8 @@ from exercise_catalogue import asked_twice, catalogue_problems, passes_every_see
 NAMES = ["prev_token_score", "induction_score", "ablate_head", "train_loop"]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [n if n != "train_loop" else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in NAMES])  # train_loop trains 40 models per draw: ~8 s
 def test_catalogue_holds_on_every_draw_of_the_cases(name):
     problems = catalogue_problems(EXERCISES[name])
     assert not problems, problems[:5]
