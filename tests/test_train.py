@@ -373,7 +373,7 @@ def _png_colour_type(frame: dict) -> int:
 def test_live_plot_redraws_at_most_once_in_live_seconds_and_stores_the_compact_png(monkeypatch, seconds, redraws):
     """A redraw costs a few tenths of a second: while training, one every LIVE_SECONDS at
     most (a plain PNG, replaced by the next); the figure that stays is the compact one."""
-    import attnlib.ui.plots as plots
+    from attnlib.ui import plots
 
     shown = _fake_notebook(monkeypatch)
     monkeypatch.setattr(plots, "LIVE_SECONDS", seconds)
