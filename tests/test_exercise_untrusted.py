@@ -208,6 +208,7 @@ def test_children_that_escape_the_process_group_do_not_survive_the_verdict(toy, 
 
 
 @linux_only
+@pytest.mark.slow  # ~10 s on 2 cores: 8 processes spin until the verdict
 def test_a_fork_bomb_ends_with_the_verdict(toy, tmp_path):
     toy(time_limit=1.0, total_time_limit=3.0)
     pidfile = str(tmp_path / "pids")

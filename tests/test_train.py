@@ -340,6 +340,49 @@ def test_live_plot_can_put_its_legend_beside_the_axes(where, outside):
     assert bool(legend.x0 >= axes.x1) is outside, (legend, axes)
     assert legend.x1 <= fig.bbox.x1 + 1, "the legend is cut off at the figure's right edge"
 
+def _fake_notebook(monkeypatch) -> list:
+    """IPython's display as a notebook would call it; returns the list of what is shown."""
+    import IPython
+    import IPython.display
+    import matplotlib.pyplot as plt
+
+    shown = []
+
+    class Handle:
+        def update(self, obj, raw=False):
+            shown.append(obj)
+
+    def display(obj, raw=False, display_id=False):
+        shown.append(obj)
+        return Handle()
+
+    plt.close(plt.figure())  # pyplot's display hook is settled before IPython is faked
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.setattr(IPython.display, "display", display)
+    monkeypatch.setattr(IPython.display, "clear_output", lambda wait=False: shown.append("cleared"))
+    return shown
+
+
+def _png_colour_type(frame: dict) -> int:
+    import base64
+
+    return base64.b64decode(frame["image/png"])[25]  # IHDR's colour type: 3 palette, 6 RGBA
+
+
+@pytest.mark.parametrize("seconds, redraws", [(0.0, 3), (1e9, 1)])
+def test_live_plot_redraws_at_most_once_in_live_seconds_and_stores_the_compact_png(monkeypatch, seconds, redraws):
+    """A redraw costs a few tenths of a second: while training, one every LIVE_SECONDS at
+    most (a plain PNG, replaced by the next); the figure that stays is the compact one."""
+    from attnlib.ui import plots
+
+    shown = _fake_notebook(monkeypatch)
+    monkeypatch.setattr(plots, "LIVE_SECONDS", seconds)
+    run(steps=10, live=LivePlot(["repeat"], every=1))        # evaluations at steps 0, 5, 10, then the close
+    live, final = shown[:-1], shown[-1]
+    assert len(live) == redraws and {_png_colour_type(f) for f in live} == {6}
+    assert _png_colour_type(final) == 3
+
+
 def test_live_plot_shows_the_finished_figure_with_its_alt_text(monkeypatch):
     import IPython
     import IPython.display

@@ -18,9 +18,13 @@ from __future__ import annotations
 import base64
 import html
 import io
+import time
 
 from ..i18n import N_, _
 
+# a LivePlot redraws at most once in this many seconds while it trains (each redraw is
+# ~0.15 s on a 2-core machine)
+LIVE_SECONDS = 2.0
 VALUE_PT = 10  # font size of the numbers written on heatmaps and bars
 
 __all__ = ["fig_to_png", "png_img", "show", "Shown", "heatmap", "bars", "LivePlot"]
@@ -215,7 +219,8 @@ class LivePlot:
             (run ``r``'s key ``k`` is ``labels[r * len(keys) + k]``). Default: the keys.
         title: the axes' title once every run is done (use it to state the finding).
             Default: ``""``.
-        every: redraw after this many evaluations. Default: ``5``.
+        every: redraw after this many evaluations (and at most once every ``LIVE_SECONDS``
+            seconds: a redraw costs a few tenths of a second). Default: ``5``.
         ylabel: Default: ``"loss (nats)"``.
         figsize: Default: ``(6, 3)``.
         hlines: ``{label: y}``: dashed reference lines (e.g. chance). Default: ``None``.
@@ -247,7 +252,7 @@ class LivePlot:
         self.title, self.every, self.ylabel, self.figsize = title, every, ylabel, figsize
         self.hlines, self.xmax, self.legend_loc = dict(hlines or {}), xmax, legend_loc
         self._runs: list = []   # the runs drawn so far (finished ones, then the one training)
-        self._handle, self._fig, self._n = None, None, 0
+        self._handle, self._fig, self._n, self._drawn_at = None, None, 0, None
 
     def add(self, run):
         """Draw a run that finished before (e.g. trained in an earlier cell) with the next labels."""
@@ -288,9 +293,10 @@ class LivePlot:
         if not self._runs or self._runs[-1] is not run:
             self._runs.append(run)
         self._n += 1
-        if self._n % self.every == 0:
+        recent = self._drawn_at is not None and time.monotonic() - self._drawn_at < LIVE_SECONDS
+        if self._n % self.every == 0 and not recent:
             self._show(_("training {n} seeds: step {step} of {steps}").format(
-                n=len(run.seeds), step=step, steps=steps))
+                n=len(run.seeds), step=step, steps=steps), live=True)
 
     def close(self, run):
         """Draw the curves with the final title (in place of the live ones); after the last
@@ -303,7 +309,7 @@ class LivePlot:
         """The finished figure's alt text (``alt``, called with the runs drawn when it is a function)."""
         return self.alt(list(self._runs)) if callable(self.alt) else self.alt
 
-    def _show(self, title: str, final: bool = False):
+    def _show(self, title: str, final: bool = False, live: bool = False):
         """Redraw and show the curves in the notebook; nothing in plain Python (tests).
 
         The live pictures are PNG only (``image/png``, one display updated in place); the
@@ -311,7 +317,9 @@ class LivePlot:
         a stored notebook holds that one picture. A re-run checked output by output (strict
         nbval, which ignores display updates, clearing and ``image/png``) then sees the same
         text as the stored notebook: the finished figure's. So a cell with a LivePlot that
-        has ``alt`` should print nothing else: the clearing would remove it.
+        has ``alt`` should print nothing else: the clearing would remove it. A ``live``
+        picture (one that a later one replaces, never stored) is a plain PNG, not the
+        compact one of :func:`~attnlib.ui.style.figure_png`: half the time to make.
         """
         try:
             from IPython import get_ipython
@@ -329,8 +337,15 @@ class LivePlot:
             clear_output()
             display(shown)
             return
-        live = {"image/png": base64.b64encode(figure_png(self._fig, self._fig.dpi)).decode("ascii")}
-        if self._handle is None:
-            self._handle = display(live, raw=True, display_id=True)
+        if live:
+            buf = io.BytesIO()
+            self._fig.savefig(buf, format="png", dpi=self._fig.dpi, bbox_inches="tight")
+            png = buf.getvalue()
         else:
-            self._handle.update(live, raw=True)
+            png = figure_png(self._fig, self._fig.dpi)
+        self._drawn_at = time.monotonic()
+        data = {"image/png": base64.b64encode(png).decode("ascii")}
+        if self._handle is None:
+            self._handle = display(data, raw=True, display_id=True)
+        else:
+            self._handle.update(data, raw=True)

@@ -209,13 +209,22 @@ def phone_pages() -> list[str]:
 def test_page_fits_a_phone(open_page, site, path):
     """At 390 px (a phone held upright) the page is no wider than the screen, with every
     hidden answer open: long inline code, formulas, tables and figures wrap, shrink or
-    scroll inside their own box (site_assets/attnlib-site.css)."""
+    scroll inside their own box (site_assets/attnlib-site.css); a display formula wider
+    than the screen scrolls sideways inside its own box, which ends on the screen and shows
+    that the formula goes on (a scrollbar or an edge shadow), instead of being cut at the
+    screen's edge; in the Chinese chapters a line never starts with the punctuation after a
+    formula (test_chinese_punctuation_never_starts_a_line_after_a_formula). (One page load
+    for these checks and the printed output's, at this width: a chapter's load and
+    typesetting is most of each check's time.)"""
     page, log = open_page(path, viewport=PHONE, mobile=True)
     problems = _settle(page)
-    if path in NOTEBOOK_PAGES:  # (one page load for both checks at this width)
+    if path in NOTEBOOK_PAGES:
         problems += clipped_output(page, PHONE["width"])
+    if path in CHINESE_CHAPTERS:
+        problems += punctuation_split(page, PHONE["width"])
     page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
     page.wait_for_timeout(100)
+    problems += page.evaluate(DISPLAY_MATHS_CUT, PHONE["width"])
     # a phone shows a page wider than its screen zoomed out: the layout viewport
     # (innerWidth) grows with it, so every measure counts
     width = page.evaluate("() => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth, "
@@ -287,24 +296,6 @@ DISPLAY_MATHS_CUT = """(W) => {
     }
     return out.slice(0, 5);
 }"""
-
-
-def maths_pages() -> list[str]:
-    """The pages of both editions with display maths."""
-    return [p for p in PAGES if '<div class="math notranslate nohighlight">' in _read(p)] or ["index.html"]
-
-
-@pytest.mark.parametrize("path", maths_pages())
-def test_display_maths_scrolls_with_a_cue_on_a_phone(open_page, site, path):
-    """At 390 px a display formula wider than the screen scrolls sideways inside its own
-    box, which ends on the screen and shows that the formula goes on (a scrollbar or an edge
-    shadow), instead of being cut at the screen's edge."""
-    page, log = open_page(path, viewport=PHONE, mobile=True)
-    problems = _settle(page)
-    page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
-    page.wait_for_timeout(100)
-    problems += page.evaluate(DISPLAY_MATHS_CUT, PHONE["width"])
-    assert not problems, f"{path}:\n  " + "\n  ".join(problems)
 
 
 def _verdicts(page) -> tuple[str, str]:
@@ -506,17 +497,27 @@ SPLIT_GROUPS = """(rule) => {
 }"""
 
 
-@pytest.mark.parametrize("path, width", [(p, 390) for p in chapter_pages() if p.startswith("zh/")]
-                         + [("zh/chapters/03_scaling.html", 1280)])
-def test_chinese_punctuation_never_starts_a_line_after_a_formula(open_page, site, path, width):
+CHINESE_CHAPTERS = [p for p in chapter_pages() if p.startswith("zh/")]
+
+
+def punctuation_split(page, width: int) -> list[str]:
+    """What breaks the rule below on a settled page (typeset maths: the lines are measured on it)."""
+    state = page.evaluate(SPLIT_GROUPS, True)
+    if not state["groups"]:
+        return ["no formula is kept with its punctuation (.attnlib-nobr)"]
+    return [f"at {width} px a line break splits {state['split'][:5]}"] if state["split"] else []
+
+
+@pytest.mark.parametrize("path", ["zh/chapters/03_scaling.html"])
+def test_chinese_punctuation_never_starts_a_line_after_a_formula(open_page, site, path):
     """In the Chinese edition a line never starts with "。" (or another closing mark) left
     behind by the formula before it: every formula with the punctuation touching it stays on
-    one line, on a phone and on a desktop screen."""
-    page, log = open_page(path, viewport={"width": width, "height": 900})
-    assert not [p for p in _settle(page) if "MathJax" in p]   # the lines are measured on typeset maths
-    state = page.evaluate(SPLIT_GROUPS, True)
-    assert state["groups"] > 0, f"{path}: no formula is kept with its punctuation (.attnlib-nobr)"
-    assert not state["split"], f"{path} at {width} px: a line break splits {state['split'][:5]}"
+    one line, on a desktop screen here, and on a phone in every Chinese chapter
+    (test_page_fits_a_phone, in its page load)."""
+    page, log = open_page(path, viewport={"width": 1280, "height": 900})
+    assert not [p for p in _settle(page) if "MathJax" in p]
+    problems = punctuation_split(page, 1280)
+    assert not problems, f"{path}: {problems}"
 
 
 def test_the_punctuation_check_sees_a_split(open_page, site):
@@ -525,7 +526,7 @@ def test_the_punctuation_check_sees_a_split(open_page, site):
     path = "zh/chapters/03_scaling.html"
     if not (SITE / path).is_file():
         pytest.fail(f"{path} was not built")
-    page, log = open_page(path, viewport=PHONE)
+    page, log = open_page(path, viewport=PHONE, mobile=True)  # as test_page_fits_a_phone checks it
     assert not [p for p in _settle(page) if "MathJax" in p]
     assert page.evaluate(SPLIT_GROUPS, False)["split"], "no group splits even without white-space: nowrap"
 
