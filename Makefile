@@ -1,5 +1,5 @@
 # The course's two commands are `make book` and `make test` (see README.md); `make check`
-# is the quick one while you work (under 2 minutes).
+# is the quick one while you work (a few minutes; benchmarks/RESULTS.md has the times).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -31,7 +31,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 help:
 	@echo "make book       build the website: English in _build/html, Chinese in _build/html/zh"
 	@echo "                (English notebooks executed; Chinese pages from zh/chapters' stored outputs)"
-	@echo "make check      the quick tests while you work (under 2 minutes): unit, exercise contract,"
+	@echo "make check      the quick tests while you work (a few minutes): unit, exercise contract,"
 	@echo "                the notebooks' static checks; no build, no browser, no Debian package"
 	@echo "make test       every test (what CI runs): the suites below, in parallel, from a clean build;"
 	@echo "                each suite's log in _build/test-logs/, then a summary"
