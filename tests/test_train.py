@@ -384,25 +384,7 @@ def test_live_plot_redraws_at_most_once_in_live_seconds_and_stores_the_compact_p
 
 
 def test_live_plot_shows_the_finished_figure_with_its_alt_text(monkeypatch):
-    import IPython
-    import IPython.display
-
-    shown = []
-
-    class Handle:
-        def update(self, obj, raw=False):
-            shown.append(obj)
-
-    def display(obj, raw=False, display_id=False):
-        shown.append(obj)
-        return Handle()
-
-    import matplotlib.pyplot as plt
-
-    plt.close(plt.figure())  # pyplot's display hook is settled before IPython is faked
-    monkeypatch.setattr(IPython, "get_ipython", lambda: object())   # as in a notebook
-    monkeypatch.setattr(IPython.display, "display", display)
-    monkeypatch.setattr(IPython.display, "clear_output", lambda wait=False: shown.append("cleared"))
+    shown = _fake_notebook(monkeypatch)
     live = LivePlot(["repeat"], ["first run", "second run"], every=1,
                     alt=lambda runs: f"{len(runs)} runs, last repeat loss {runs[-1].final('repeat').mean():.1f}")
     a = run(steps=10, live=live)
