@@ -233,9 +233,9 @@ def _chinese_search_language():
     """Sphinx 7.4's Chinese search language with the Latin words it has seen in a set.
 
     Its ``stem`` asks whether each word is among every Latin word split so far, which it keeps
-    in a list: a scan per word, and the list grows with the book (34 s of the Chinese
-    edition's build, profiled: a third of it). A set answers the same question at once; the
-    index is the same."""
+    in a list: a scan per word, and the list grows with the book. A set answers the same
+    question at once, and the index is the same (compared byte for byte); the Chinese
+    edition's Sphinx build took 36 s of CPU instead of 53 s."""
     from sphinx.search.zh import SearchChinese
 
     class SearchChineseTermsInASet(SearchChinese):
