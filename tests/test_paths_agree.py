@@ -183,6 +183,16 @@ def test_nan_and_inf_are_refused_on_every_path(path, case, device, monkeypatch):
 
 
 @pytest.mark.parametrize("path", [p for p in PATHS if p.startswith("torch")])
+@pytest.mark.parametrize("case", NAN_CASES)
+def test_nan_and_inf_are_refused_where_the_kernel_is_not_verified(path, case, monkeypatch):
+    """On a GPU the fused kernel is not verified, and the fast path zeroes the rows that see
+    no key itself. A float mask row of NaN is not such a row: on an H200 it was zeroed and the
+    call passed. Here the CPU takes that path too."""
+    monkeypatch.setattr(fast_mod, "kernel_verified", lambda device_type, dtype: False)
+    test_nan_and_inf_are_refused_on_every_path(path, case, "cpu", monkeypatch)
+
+
+@pytest.mark.parametrize("path", [p for p in PATHS if p.startswith("torch")])
 def test_fast_path_falls_back_when_a_kernel_returns_nan_for_finite_inputs(path, monkeypatch):
     """A kernel that gives NaN for a fully masked row (PyTorch < 2.5): the output check sends
     the call to the plain path, which gives zeros; finite inputs are never refused."""

@@ -151,7 +151,9 @@ def _checked(sdpa, xp, q, k, v, attn_mask, is_causal, scale):
     bool_mask = m is not None and m.dtype == _torch_bool()
     verified = m is None or (q.is_cpu and kernel_verified("cpu", q.dtype))
     if not verified:
-        visible = m if bool_mask else m > -float("inf")  # (..., L, S)
+        # a key is hidden by False or -inf; NaN is not -inf, so a NaN row of a float mask keeps
+        # its NaN and is refused below, as on the CPU (an H200 zeroed it when this said > -inf)
+        visible = m if bool_mask else m != -float("inf")  # (..., L, S)
         dead = ~visible.any(dim=-1, keepdim=True)  # (..., L, 1): row i sees no key at all
         out = out.masked_fill(dead, 0.0)  # zeros, whatever the kernel gave there
     hidden = hidden_inputs(q, k, v, mask_hides=bool_mask and not verified, is_causal=is_causal)
