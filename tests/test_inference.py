@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from attnlib.instruments import inference as inf
+from attnlib.models import gpt as model_mod
 
 
 @pytest.fixture(autouse=True)
@@ -19,7 +20,6 @@ def one_thread():
 
 
 def small_model(**kw):
-    model_mod = pytest.importorskip("attnlib.models.gpt", reason="chapter 9's model is not merged yet")
     torch.manual_seed(0)
     cfg = dict(vocab_size=17, context_length=96, num_layers=2, num_heads=4, d_model=32, mlp=True)
     cfg.update(kw)
