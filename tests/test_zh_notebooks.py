@@ -2,8 +2,10 @@
 catalogues by tools/zh_notebooks.py, executed, and Chinese in what they print and say."""
 from __future__ import annotations
 
+import collections
 import json
 import pathlib
+import re
 import sys
 
 import pytest
@@ -52,6 +54,49 @@ def test_chinese_notebook_is_executed(name):
     assert not empty, f"zh/{name}: cells {empty[:10]} have no stored output: run `make notebooks-zh`"
     assert "widgets" in zh["metadata"] or "widgets" not in en["metadata"], \
         f"zh/{name} lacks the explorers' widget state: execute it (make notebooks-zh)"
+
+
+# a number as printed: a sign, digits (with thousands separators), a decimal part, an exponent
+NUMBER = re.compile(r"(?<![\w.])[-+\u2212]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+# a number that an English message writes in its text and its translation writes otherwise:
+# (notebook, number); "6.7B parameters" is "67 亿个参数"
+WRITTEN_OTHERWISE = {("chapters/11_inference.ipynb", "6.7")}
+
+
+def _printed_numbers(cell: dict) -> collections.Counter:
+    text = []
+    for out in cell.get("outputs", []):
+        if out["output_type"] == "stream":
+            text.append("".join(out["text"]))
+        elif "text/plain" in out.get("data", {}):
+            text.append("".join(out["data"]["text/plain"]))
+    return collections.Counter(n.replace(",", "").replace("\u2212", "-") for n in NUMBER.findall("\n".join(text)))
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_chinese_notebook_prints_the_english_numbers(name):
+    """Every number that a compared cell of the English notebook prints, the Chinese cell
+    prints too (a translation may add numbers of its own, such as "第 1 层").
+
+    The Chinese notebooks run the English code with other strings (the generator test
+    above), so their numbers depend on the numerical environment exactly as the English
+    ones do. With this test, strict nbval of the English notebooks in the second numerical
+    environment (`make nbval-alt`) covers the Chinese notebooks' numbers there too, and
+    `make nbval-zh` runs them in the first environment only."""
+    en_cells = [c for c in json.loads((ROOT / name).read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+    zh_cells = [c for c in _zh(name)["cells"] if c["cell_type"] == "code"]
+    assert len(en_cells) == len(zh_cells), f"zh/{name}: other code cells than {name}: run `make notebooks-zh`"
+    missing = []
+    for i, (en, zh) in enumerate(zip(en_cells, zh_cells)):
+        tags = set(en.get("metadata", {}).get("tags", []))
+        if tags & {"nbval-ignore-output", "nbval-skip"} or "NBVAL_IGNORE_OUTPUT" in zh_notebooks._source(en):
+            continue  # timings and memory: not compared by nbval either
+        lost = _printed_numbers(en) - _printed_numbers(zh)
+        lost = {n: k for n, k in lost.items() if (name, n) not in WRITTEN_OTHERWISE}
+        if lost:
+            missing.append(f"code cell {i}: {lost}")
+    assert not missing, (f"zh/{name} does not print numbers that {name} prints (re-execute it: "
+                         "`make notebooks-zh`):\n" + "\n".join(missing[:10]))
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
