@@ -68,6 +68,7 @@ def _env() -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env["PIP_NO_BUILD_ISOLATION"] = "false"  # build with the venv's setuptools: no download
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    env["PIP_NO_COMPILE"] = "1"  # no .pyc written at install: Python compiles what it imports
     return env
 
 

@@ -105,7 +105,8 @@ def test_wheel_installed_in_a_fresh_environment_runs_a_chapter(dist, tmp_path):
     env_dir = tmp_path / "fresh-env"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    # --no-compile: no .pyc for every installed file (torch has thousands); what runs is compiled on import
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"]
     subprocess.run(pip + [f"{dist[0]}[notebook]"], check=True, cwd=tmp_path)
     # torch 2.13.0 is the pinned CPU build (a newer, unpinned torch would pull a CUDA build)
     torch_pin = next(line for line in (ROOT / "requirements.txt").read_text().splitlines()
