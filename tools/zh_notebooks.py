@@ -297,10 +297,30 @@ def _split_string_token(tok: str) -> tuple[str, str, str]:
     return prefix, quote, tok[len(prefix) + len(quote):len(tok) - len(quote)]
 
 
+# Python 3.12 tokenizes an f-string as FSTRING_START, its parts, FSTRING_END (PEP 701),
+# where 3.11 gives one STRING token; the strings inside its fields are STRING tokens then
+_FSTRING_START, _FSTRING_END = getattr(tokenize, "FSTRING_START", None), getattr(tokenize, "FSTRING_END", None)
+
+
 def _literal_tokens(node: ast.expr, lines: list[str]) -> list[str]:
+    """The string tokens of a literal, each f-string as one token (its whole source), on
+    every Python version."""
     text = "(" + _segment(lines, node) + ")"   # parenthesised: an implicit join may span lines
-    return [t.string for t in tokenize.generate_tokens(io.StringIO(text).readline)
-            if t.type == tokenize.STRING]
+    starts = [0]
+    for row in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(row))   # the offset of each line's first character
+    out, depth, begin = [], 0, None
+    for t in tokenize.generate_tokens(io.StringIO(text).readline):
+        if t.type == _FSTRING_START and _FSTRING_START is not None:
+            depth += 1
+            begin = begin if depth > 1 else starts[t.start[0] - 1] + t.start[1]
+        elif t.type == _FSTRING_END and _FSTRING_END is not None:
+            depth -= 1
+            if depth == 0:
+                out.append(text[begin:starts[t.end[0] - 1] + t.end[1]])
+        elif t.type == tokenize.STRING and depth == 0:
+            out.append(t.string)
+    return out
 
 
 def _col(line: str, byte_offset: int) -> int:
