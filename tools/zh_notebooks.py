@@ -299,6 +299,7 @@ def _split_string_token(tok: str) -> tuple[str, str, str]:
 
 # Python 3.12 tokenizes an f-string as FSTRING_START, its parts, FSTRING_END (PEP 701),
 # where 3.11 gives one STRING token; the strings inside its fields are STRING tokens then
+# (None before 3.12: no token has that type)
 _FSTRING_START, _FSTRING_END = getattr(tokenize, "FSTRING_START", None), getattr(tokenize, "FSTRING_END", None)
 
 
@@ -307,14 +308,14 @@ def _literal_tokens(node: ast.expr, lines: list[str]) -> list[str]:
     every Python version."""
     text = "(" + _segment(lines, node) + ")"   # parenthesised: an implicit join may span lines
     starts = [0]
-    for row in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(row))   # the offset of each line's first character
+    for row in io.StringIO(text).readlines():   # the lines tokenize reads
+        starts.append(starts[-1] + len(row))     # the offset of each line's first character
     out, depth, begin = [], 0, None
     for t in tokenize.generate_tokens(io.StringIO(text).readline):
-        if t.type == _FSTRING_START and _FSTRING_START is not None:
+        if t.type == _FSTRING_START:
             depth += 1
             begin = begin if depth > 1 else starts[t.start[0] - 1] + t.start[1]
-        elif t.type == _FSTRING_END and _FSTRING_END is not None:
+        elif t.type == _FSTRING_END:
             depth -= 1
             if depth == 0:
                 out.append(text[begin:starts[t.end[0] - 1] + t.end[1]])
