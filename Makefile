@@ -26,7 +26,7 @@ export PYTHONHASHSEED := 0
 # PASSIVE; the same loss to the last digit: same threads, same split of the work)
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: help venv assets node chromium fonts gettext-tools bubblewrap poppler debs pdf book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt nbval-zh site-en site-zh book-check browser jupyterlab notebooks notebooks-zh bench gpu-check gpu-unit gpu-notebooks gpu-bench _gpu-unit _gpu-notebooks _gpu-bench freeze clean assignments grading
+.PHONY: help venv assets node chromium fonts gettext-tools bubblewrap poppler debs pdf book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt nbval-zh site-en site-zh book-check browser jupyterlab notebooks notebooks-zh bench gpu-check gpu-present gpu-unit gpu-notebooks gpu-bench freeze clean assignments grading
 
 help:
 	@echo "make book       build the website: English in _build/html, Chinese in _build/html/zh"
@@ -269,16 +269,15 @@ bench: venv
 # are the CPU's, so they are not compared), then the benchmarks, which add CUDA sections.
 # GPU_PYTHON=python3 uses an interpreter that already has a CUDA torch and the requirements.
 GPU_PYTHON ?= $(BIN)/python
-GPU_VENV := $(if $(filter $(BIN)/python,$(GPU_PYTHON)),venv)
 gpu-check: gpu-unit gpu-notebooks gpu-bench
-gpu-unit gpu-notebooks gpu-bench: $(GPU_VENV)
+gpu-unit gpu-notebooks gpu-bench: gpu-present
+gpu-present: $(if $(filter $(BIN)/python,$(GPU_PYTHON)),venv)
 	@$(GPU_PYTHON) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'make gpu-check needs a CUDA GPU, and torch.cuda.is_available() is False here (a CPU-only torch or no GPU); make test covers the CPU')"
-	$(MAKE) --no-print-directory _$@
-_gpu-unit:
+gpu-unit:
 	ATTNLIB_DEVICE=cuda $(GPU_PYTHON) -m pytest -q -n $(JOBS) -m "cuda or ($(QUICK))" tests $(SEPARATE:%=--ignore=%)
-_gpu-notebooks:
+gpu-notebooks:
 	ATTNLIB_DEVICE=cuda $(GPU_PYTHON) -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax --nbval-current-env --nbval-cell-timeout=300 $(NOTEBOOK_DIRS)
-_gpu-bench:
+gpu-bench:
 	$(GPU_PYTHON) -m benchmarks
 
 freeze: venv
