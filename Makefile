@@ -36,12 +36,16 @@ help:
 	@echo "make test       every test (what CI runs): the suites below, in parallel, from a clean build;"
 	@echo "                each suite's log in _build/test-logs/, then a summary"
 	@echo "  make unit       unit, property and exercise tests (with the slow and system ones)"
-	@echo "  make nbval      strict nbval on every chapter; make nbval-alt: again in a second"
-	@echo "                  numerical environment (tools/numerics.py); make nbval-zh: the Chinese"
-	@echo "                  notebooks (zh/chapters), which print the English numbers (tested)"
+	@echo "  make nbval-alt  strict nbval on every chapter in a second numerical environment"
+	@echo "                  (tools/numerics.py); make nbval-zh: the Chinese notebooks (zh/chapters),"
+	@echo "                  which print the English numbers (tested)"
 	@echo "  make browser    the site checks (links, offline browser tests) on the last build"
-	@echo "  make jupyterlab the chapters in JupyterLab (headless Chromium, Run All on a temp copy) and the"
-	@echo "                  portable markup on a sample book; screenshots in _build/screenshots/"
+	@echo "  make jupyterlab the chapters in JupyterLab (headless Chromium, Run All on a temp copy), each"
+	@echo "                  output compared by strict nbval's rules (the first numerical environment's"
+	@echo "                  strict nbval), and the portable markup on a sample book; screenshots in"
+	@echo "                  _build/screenshots/"
+	@echo "  make nbval      strict nbval on every chapter under pytest, on its own kernels (not in"
+	@echo "                  make test: make jupyterlab's Run All is the same check)"
 	@echo "make notebooks  re-execute every chapter and store its outputs (after editing one), then"
 	@echo "                the Chinese notebooks (make notebooks-zh: write zh/chapters, execute them)"
 	@echo "make assignments  the chapters as student notebooks (no solutions) in _build/assignments/{en,zh}"
@@ -118,8 +122,9 @@ book-zh: venv assets
 # The site as `make test` builds it, each edition from scratch (an incremental build would
 # leave the warnings of unchanged pages unreported): the English edition renders the
 # notebooks' stored outputs and widget state without executing them, which is sound because
-# strict nbval (make nbval, in the same `make test`) proves that a fresh run reproduces
-# them; so does the Chinese edition from the Chinese notebooks' (make nbval-zh checks them).
+# strict nbval (make jupyterlab's Run All compared by nbval's rules, in the same `make test`)
+# proves that a fresh run reproduces them; so does the Chinese edition from the Chinese
+# notebooks' (make nbval-zh checks them).
 site-en: venv assets
 	@mkdir -p _build/html
 	find _build/html -mindepth 1 -maxdepth 1 ! -name zh -exec rm -rf {} +
@@ -175,7 +180,9 @@ unit: venv gettext-tools fonts
 	$(BIN)/python -m pytest -q -n $(JOBS) tests $(SEPARATE:%=--ignore=%)
 
 # strict nbval: every chapter and solutions notebook executed on a fresh kernel, every
-# output compared with the stored one; one notebook at a time, each with the machine's threads
+# output compared with the stored one; one notebook at a time, each with the machine's threads.
+# `make test` leaves it to `make jupyterlab`, whose Run All of the same notebooks on fresh
+# kernels is compared by nbval's own rules (tools/strict_outputs.py): one run, not two
 NOTEBOOK_DIRS := chapters solutions
 nbval: venv
 	$(BIN)/python -m pytest -q $(NBVAL) $(NOTEBOOK_DIRS)
@@ -198,8 +205,10 @@ browser: venv chromium poppler
 
 # Each chapter as a learner opens it: JupyterLab on 127.0.0.1 with a temporary copy of the
 # chapters, driven by Playwright in headless Chromium; and CONTRIBUTING.md's markup on a
-# small book with the site's configuration (tests/jupyterlab/). Each xdist worker runs its
-# own JupyterLab, so two chapters run at once (a few minutes on 2 cores)
+# small book with the site's configuration (tests/jupyterlab/). Every output Run All leaves is
+# compared with the stored one by strict nbval's rules (tools/strict_outputs.py), so this is
+# also the strict nbval check of the English notebooks in the first numerical environment.
+# Each xdist worker runs its own JupyterLab, so two chapters run at once (a few minutes on 2 cores)
 jupyterlab: venv chromium assets
 	ATTNLIB_JUPYTERLAB=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(JOBS) --dist load tests/jupyterlab
 
@@ -216,7 +225,7 @@ jupyterlab: venv chromium assets
 # To add a suite: write its target, then add its name to OTHERS (and if its tests live
 # under tests/, add them to SEPARATE so that `make unit` does not run them too).
 WEB    := site-zh site-en pdf browser
-OTHERS := unit jupyterlab nbval-zh nbval nbval-alt
+OTHERS := unit jupyterlab nbval-zh nbval-alt
 SUITES  = $(WEB) $(OTHERS)
 TEST_JOBS ?= 2  # 3 on two cores (load 6-7) made spawn-mode checker tests time out on correct code
 LOGS      := _build/test-logs

@@ -1,5 +1,6 @@
 """The chapters' shape and CONTRIBUTING.md's conventions, checked without running them
-(nbval runs them; see `make nbval`; the JupyterLab test renders them, see tests/jupyterlab).
+(the JupyterLab test runs them and compares their outputs by strict nbval's rules, see tests/jupyterlab;
+`make nbval-alt` and `make nbval` run nbval itself).
 
 These protect what a teacher relies on: every chapter is stored executed top to bottom
 (nbval compares nothing in a cell stored without output), ends with self-test exercises

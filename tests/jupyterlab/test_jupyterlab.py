@@ -6,14 +6,17 @@ sample of markup.py); Playwright drives Chromium. For every chapter:
 * before running, each explorer shows its still picture and "Run this cell to explore",
   never "Error displaying widget"; no MyST directive or role shows raw; no quiz shows its
   source (the answer key: ``True`` beside the right choice);
-* Run All on a fresh kernel (the same command as the Run menu) leaves no error output;
+* Run All on a fresh kernel (the same command as the Run menu) leaves no error output, and
+  every output it leaves agrees with the stored one by strict nbval's rules (tools/strict_outputs.py:
+  nbval's own comparison, tags and sanitize file): this run is the strict nbval check of the
+  English notebooks in the first numerical environment (``make nbval`` does the same on its own);
 * the explorers are live (the still is hidden) and each responds to its control;
 * every evidence block (``with al.evidence(...)``) shows neither its code nor its lines, only
   its closed "Evidence" element, before and after Run All;
 * no exercise shows "passed" (a chapter holds no solution: each stub says "not attempted"
   and is followed by a link to the chapter's solutions notebook);
-* each solutions notebook (solutions/, opened from the same server) runs, and every verdict
-  in it says "the course's solution passed";
+* each solutions notebook (solutions/, opened from the same server) runs, its outputs agree
+  with the stored ones (as above), and every verdict in it says "the course's solution passed";
 * in the chapter with the softmax exercise, a wrong answer typed into the stub gets the
   catalogued mistake's message; screenshots of that exercise and of a quiz with its
   answer open go to _build/screenshots/.
@@ -46,6 +49,8 @@ import attnlib as al
 from markup import sample_notebook
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import strict_outputs  # noqa: E402
 SOURCE = pathlib.Path(os.environ.get("ATTNLIB_CHAPTERS", ROOT / "chapters"))
 CHAPTERS = sorted(SOURCE.glob("*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
@@ -244,6 +249,14 @@ def _run_all(page) -> None:
     page.wait_for_function(RUN_DONE, timeout=RUN_ALL_LIMIT_MS, polling=1000)
 
 
+def _strict_nbval(page, path: pathlib.Path) -> list[str]:
+    """Where the outputs Run All left in the notebook shown differ from ``path``'s stored ones,
+    by strict nbval's rules (tools/strict_outputs.py)."""
+    ran = page.evaluate(f"() => {NOTEBOOK}.model.toJSON()")
+    stored = nbformat.read(path, as_version=4)
+    return [f"{path.parent.name}/{path.name}: {d}" for d in strict_outputs.differences(stored, ran)]
+
+
 def _cell_with(page, text: str):
     """The notebook cell whose source contains ``text`` (a Playwright locator)."""
     index = page.evaluate(f"""(t) => {{
@@ -329,7 +342,11 @@ def test_chapter_in_jupyterlab(lab, browser, lab_page, path):
         seconds = time.monotonic() - started
         errors = page.evaluate(ERRORS)
         assert not errors, f"{path.name}: Run All stopped on an error: {errors[0]}"
-        print(f"{path.name}: Run All {seconds:.0f} s")
+        differ = _strict_nbval(page, path)
+        assert not differ, ("outputs of Run All differ from the stored ones (strict nbval's rules; re-execute "
+                            "the chapter with tools/run_notebooks.py if the change is meant):\n" + "\n".join(differ))
+        print(f"{path.name}: Run All {seconds:.0f} s, {strict_outputs.count_compared(nbformat.read(path, 4))} "
+              f"cells' outputs as stored")
 
         # ---- explorers live, stills hidden, each responds to its control
         if n_explorers:
@@ -410,6 +427,7 @@ def test_solutions_notebooks_in_jupyterlab(lab, browser):
             if errors:
                 problems.append(f"{name}: Run All stopped on an error: {errors[0]}")
                 continue
+            problems += _strict_nbval(page, path)
             verdicts = page.evaluate(VERDICTS)
             names = [n for n, ex in al.exercises.EXERCISES.items() if ex.chapter == path.stem]
             if not (len(verdicts) == len(names) and all("the course's solution passed" in v["text"]
