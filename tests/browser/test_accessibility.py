@@ -26,7 +26,8 @@ import re
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from test_site import NOTEBOOK_PAGES, SHOWN_IMAGE, _settle, chapter_pages, clipped_output, offline_problems, phone_pages
+from test_site import (NOTEBOOK_PAGES, PHONE, SHOWN_IMAGE, _settle, chapter_pages, clipped_output, offline_problems,
+                       phone_pages, phone_problems)
 from test_site import PAGES as SITE_PAGES
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -105,16 +106,29 @@ def _failing(violations: list[dict]) -> list[dict]:
     return [v for v in violations if v["impact"] in IMPACTS or v["id"] in STRUCTURE_RULES]
 
 
+# the page's window resized, then the layout done (two animation frames)
+RELAID_OUT = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(window.innerWidth))))"
+
+
+def _resize(page, viewport: dict) -> None:
+    page.set_viewport_size(viewport)
+    assert page.evaluate(RELAID_OUT) == viewport["width"]
+
+
 @pytest.mark.parametrize("path", PAGES)
-def test_page_works_offline_and_axe_finds_no_serious_violation(open_page, site, axe_source, path):
+def test_page_works_offline_fits_a_phone_and_axe_finds_no_serious_violation(open_page, site, axe_source, path):
     """Every page at 1280 px, loaded once (a chapter's load and typesetting is most of the
-    time of each check): printed output not cut off, the page working offline
+    time of each check): printed output not cut off; the window narrowed to a phone's 390 px
+    for test_site.phone_problems and widened again; the page working offline
     (test_site.offline_problems: formulas, images, widgets, each quiz and explorer used),
     then axe-core with everything opened, in the light and the dark mode."""
     page, log = open_page(path)
     problems = _settle(page)
     if path in NOTEBOOK_PAGES:
         problems += clipped_output(page, 1280)
+    _resize(page, PHONE)
+    problems += phone_problems(page, path)
+    _resize(page, {"width": 1280, "height": 900})
     if path in SITE_PAGES:  # (the search pages have their own tests)
         problems += offline_problems(page)
     page.evaluate(OPEN_EVERYTHING)  # quiz feedback, hidden answers and code are checked too

@@ -15,10 +15,12 @@ to another host aborted. For every page:
   it shows.
 
 (those checks run in test_accessibility.py's test at 1280 px, in the same page load as the
-check that no printed line is cut off and axe-core's, a chapter's load and typesetting
-being most of each check's time). Also: every page (and the search page) of both editions
-fits a phone's screen (390 px wide, with its hidden answers open: nothing makes the page
-scroll sideways), and at that width no printed line is cut off either; the search page
+check that no printed line is cut off, the phone checks and axe-core's, a chapter's load and
+typesetting being most of each check's time). Also: every page (and the search page) of both
+editions fits a phone's screen (390 px wide, with its hidden answers open: nothing makes the
+page scroll sideways), and at that width no printed line is cut off either (phone_problems:
+every page in that same load, the window narrowed to 390 px; the heaviest pages on an
+emulated phone too, test_page_fits_a_phone); the search page
 finds each chapter by a word of its title, and full-page screenshots of two chapters are
 saved under _build/screenshots/ for review.
 """
@@ -62,6 +64,11 @@ def chapter_pages() -> list[str]:
 
 
 PAGES = discover_pages()
+
+
+def _read(path: str) -> str:
+    f = SITE / path
+    return f.read_text(encoding="utf-8", errors="replace") if f.is_file() else ""
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -205,23 +212,26 @@ def phone_pages() -> list[str]:
     return PAGES + search
 
 
-@pytest.mark.parametrize("path", phone_pages())
-def test_page_fits_a_phone(open_page, site, path):
-    """At 390 px (a phone held upright) the page is no wider than the screen, with every
-    hidden answer open: long inline code, formulas, tables and figures wrap, shrink or
-    scroll inside their own box (site_assets/attnlib-site.css); a display formula wider
-    than the screen scrolls sideways inside its own box, which ends on the screen and shows
-    that the formula goes on (a scrollbar or an edge shadow), instead of being cut at the
-    screen's edge; in the Chinese chapters a line never starts with the punctuation after a
-    formula (test_chinese_punctuation_never_starts_a_line_after_a_formula). (One page load
-    for these checks and the printed output's, at this width: a chapter's load and
-    typesetting is most of each check's time.)"""
-    page, log = open_page(path, viewport=PHONE, mobile=True)
-    problems = _settle(page)
+# the <details> elements that are closed now, marked so that they can be closed again
+MARK_CLOSED_DETAILS = """() => document.querySelectorAll('details:not([open])').forEach(d => { d.dataset.attnlibClosed = ''; })"""
+CLOSE_MARKED_DETAILS = """() => document.querySelectorAll('details[data-attnlib-closed]').forEach(d => {
+    d.open = false; delete d.dataset.attnlibClosed; })"""
+
+
+def phone_problems(page, path: str) -> list[str]:
+    """What does not fit a phone's screen on a page that has settled and is PHONE["width"]
+    wide: printed lines cut off, and in the Chinese chapters a line that starts with the
+    punctuation after a formula (test_chinese_punctuation_never_starts_a_line_after_a_formula),
+    both with the hidden answers as the page loads; then, with every hidden answer open, a
+    display formula cut at the screen's edge with no cue that it goes on, anything that makes
+    the page wider than the screen (it would scroll sideways, or a phone would show it zoomed
+    out), and header buttons past the edge. Every <details> it opened is closed again."""
+    problems = []
     if path in NOTEBOOK_PAGES:
         problems += clipped_output(page, PHONE["width"])
     if path in CHINESE_CHAPTERS:
         problems += punctuation_split(page, PHONE["width"])
+    page.evaluate(MARK_CLOSED_DETAILS)
     page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
     page.wait_for_timeout(100)
     problems += page.evaluate(DISPLAY_MATHS_CUT, PHONE["width"])
@@ -237,7 +247,43 @@ def test_page_fits_a_phone(open_page, site, path):
     outside = page.evaluate(HEADER_BUTTONS_OUTSIDE, PHONE["width"])
     if outside:
         problems.append(f"header buttons end past the {PHONE['width']} px screen: {outside}")
+    page.evaluate(CLOSE_MARKED_DETAILS)
+    return [f"at {PHONE['width']} px: {p}" for p in problems]
+
+
+def phone_sample() -> list[str]:
+    """The pages checked on an emulated phone as well: the home page and the longest chapter
+    of each edition (by the size of its HTML), and the search pages."""
+    chosen = []
+    for edition in ("", "zh/"):
+        chapters = [p for p in chapter_pages() if p.startswith(edition + "chapters/")]
+        chosen += [p for p in (edition + "index.html", edition + "search.html") if (SITE / p).is_file()]
+        chosen += sorted(chapters, key=lambda p: -len(_read(p)))[:1]
+    return chosen or ["index.html"]
+
+
+@pytest.mark.parametrize("path", phone_sample())
+def test_page_fits_a_phone(open_page, site, path):
+    """On an emulated phone (390 x 844, touch, a device scale factor of 3, the page's own
+    viewport rule applied as a phone applies it) the page passes phone_problems. Every page
+    of both editions passes the same checks in test_accessibility.py's page load, narrowed to
+    390 px (a chapter's load and typesetting is most of each check's time); these pages,
+    the heaviest, confirm that the narrowed desktop window and the phone agree."""
+    page, log = open_page(path, viewport=PHONE, mobile=True)
+    problems = _settle(page) + phone_problems(page, path)
     assert not problems, f"{path}:\n  " + "\n  ".join(problems)
+
+
+def test_the_phone_checks_see_a_page_wider_than_a_narrowed_window(open_page, site):
+    """In a desktop window narrowed to 390 px, as test_accessibility.py checks every page, an
+    element 600 px wide makes phone_problems fail (so the narrowed window can fail)."""
+    page, log = open_page("index.html")
+    _settle(page)
+    page.set_viewport_size(PHONE)
+    page.evaluate("""() => { const d = document.createElement('div'); d.style.width = '600px';
+        d.textContent = 'too wide'; document.querySelector('main').appendChild(d); }""")
+    problems = phone_problems(page, "index.html")
+    assert any(f"px wide on a {PHONE['width']} px screen" in p and "too wide" in p for p in problems), problems
 
 
 HEADER_BUTTONS_OUTSIDE = """(W) => {
@@ -250,11 +296,6 @@ HEADER_BUTTONS_OUTSIDE = """(W) => {
     }
     return out.slice(0, 5);
 }"""
-
-
-def _read(path: str) -> str:
-    f = SITE / path
-    return f.read_text(encoding="utf-8", errors="replace") if f.is_file() else ""
 
 
 # A display formula wider than a phone's screen must scroll sideways in a box of its own
@@ -512,8 +553,8 @@ def punctuation_split(page, width: int) -> list[str]:
 def test_chinese_punctuation_never_starts_a_line_after_a_formula(open_page, site, path):
     """In the Chinese edition a line never starts with "。" (or another closing mark) left
     behind by the formula before it: every formula with the punctuation touching it stays on
-    one line, on a desktop screen here, and on a phone in every Chinese chapter
-    (test_page_fits_a_phone, in its page load)."""
+    one line, on a desktop screen here, and at a phone's width in every Chinese chapter
+    (phone_problems, in test_accessibility.py's page load)."""
     page, log = open_page(path, viewport={"width": 1280, "height": 900})
     assert not [p for p in _settle(page) if "MathJax" in p]
     problems = punctuation_split(page, 1280)
@@ -526,8 +567,10 @@ def test_the_punctuation_check_sees_a_split(open_page, site):
     path = "zh/chapters/03_scaling.html"
     if not (SITE / path).is_file():
         pytest.fail(f"{path} was not built")
-    page, log = open_page(path, viewport=PHONE, mobile=True)  # as test_page_fits_a_phone checks it
+    page, log = open_page(path)  # then narrowed to a phone's width, as test_accessibility.py's page load is
     assert not [p for p in _settle(page) if "MathJax" in p]
+    page.set_viewport_size(PHONE)
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     assert page.evaluate(SPLIT_GROUPS, False)["split"], "no group splits even without white-space: nowrap"
 
 
