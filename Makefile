@@ -36,16 +36,15 @@ help:
 	@echo "make test       every test (what CI runs): the suites below, in parallel, from a clean build;"
 	@echo "                each suite's log in _build/test-logs/, then a summary"
 	@echo "  make unit       unit, property and exercise tests (with the slow and system ones)"
-	@echo "  make nbval-alt  strict nbval on every chapter in a second numerical environment"
-	@echo "                  (tools/numerics.py); make nbval-zh: the Chinese notebooks (zh/chapters),"
-	@echo "                  which print the English numbers (tested)"
+	@echo "  make nbval-zh   strict nbval on the Chinese notebooks (zh/chapters) in a second numerical"
+	@echo "                  environment (tools/numerics.py); they print the English numbers (tested)"
 	@echo "  make browser    the site checks (links, offline browser tests) on the last build"
 	@echo "  make jupyterlab the chapters in JupyterLab (headless Chromium, Run All on a temp copy), each"
 	@echo "                  output compared by strict nbval's rules (the first numerical environment's"
 	@echo "                  strict nbval), and the portable markup on a sample book; screenshots in"
 	@echo "                  _build/screenshots/"
-	@echo "  make nbval      strict nbval on every chapter under pytest, on its own kernels (not in"
-	@echo "                  make test: make jupyterlab's Run All is the same check)"
+	@echo "  (not in make test, which checks the same: make nbval, strict nbval on the English notebooks"
+	@echo "   under pytest; make nbval-alt, the same in the second environment)"
 	@echo "make notebooks  re-execute every chapter and store its outputs (after editing one), then"
 	@echo "                the Chinese notebooks (make notebooks-zh: write zh/chapters, execute them)"
 	@echo "make assignments  the chapters as student notebooks (no solutions) in _build/assignments/{en,zh}"
@@ -188,17 +187,20 @@ nbval: venv
 	$(BIN)/python -m pytest -q $(NBVAL) $(NOTEBOOK_DIRS)
 
 # the same in a second numerical environment on this machine: torch's portable kernels,
-# NumPy without its SIMD families, one thread (tools/numerics.py); both must pass. With one
-# thread per kernel, JOBS chapters run at once (each notebook's cells on one worker, in order)
+# NumPy without its SIMD families, one thread (tools/numerics.py). With one thread per
+# kernel, JOBS chapters run at once (each notebook's cells on one worker, in order). Not in
+# `make test`: nbval-zh runs the same code there and prints the same numbers (tested)
 nbval-alt: venv
 	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) $(NOTEBOOK_DIRS)
 
 # the Chinese notebooks (zh/chapters, which switch attnlib to Chinese themselves), strict
-# nbval; their figures need the CJK font. In the first numerical environment only: they run
-# the English code with other strings and print the English numbers (both tested in
-# tests/test_zh_notebooks.py), so nbval-alt covers their numbers in the second one
+# nbval in the second numerical environment (as nbval-alt: JOBS notebooks at once, one thread
+# each); their figures need the CJK font. They run the English code with other strings and
+# print every number the English notebooks print (both tested in tests/test_zh_notebooks.py),
+# so this is also the English notebooks' check in that environment, and `make test` does not
+# run nbval-alt; the first environment's is make jupyterlab's Run All
 nbval-zh: venv fonts
-	$(BIN)/python -m pytest -q $(NBVAL) $(NOTEBOOK_DIRS:%=zh/%)
+	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) $(NOTEBOOK_DIRS:%=zh/%)
 
 browser: venv chromium poppler
 	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(JOBS) $(SITE_TESTS)
@@ -225,7 +227,7 @@ jupyterlab: venv chromium assets
 # To add a suite: write its target, then add its name to OTHERS (and if its tests live
 # under tests/, add them to SEPARATE so that `make unit` does not run them too).
 WEB    := site-zh site-en pdf browser
-OTHERS := unit jupyterlab nbval-zh nbval-alt
+OTHERS := unit jupyterlab nbval-zh
 SUITES  = $(WEB) $(OTHERS)
 TEST_JOBS ?= 2  # 3 on two cores (load 6-7) made spawn-mode checker tests time out on correct code
 LOGS      := _build/test-logs

@@ -76,9 +76,10 @@ def test_chinese_notebook_prints_the_english_numbers(name):
 
     The Chinese notebooks run the English code with other strings (the generator test
     above), so their numbers depend on the numerical environment exactly as the English
-    ones do. With this test, strict nbval of the English notebooks in the second numerical
-    environment (`make nbval-alt`) covers the Chinese notebooks' numbers there too, and
-    `make nbval-zh` runs them in the first environment only."""
+    ones do. With this test, strict nbval of the Chinese notebooks in the second numerical
+    environment (`make nbval-zh`) is also the check of the English notebooks' numbers there,
+    and `make test` runs the English notebooks in the first environment only (JupyterLab's
+    Run All, compared by strict nbval's rules)."""
     en_cells = [c for c in json.loads((ROOT / name).read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
     zh_cells = [c for c in _zh(name)["cells"] if c["cell_type"] == "code"]
     assert len(en_cells) == len(zh_cells), f"zh/{name}: other code cells than {name}: run `make notebooks-zh`"

@@ -1,4 +1,4 @@
-"""Run a command in the second numerical environment of `make test` (`make nbval-alt`).
+"""Run a command in the second numerical environment of `make test` (`make nbval-zh`; `make nbval-alt`).
 
     python tools/numerics.py -- COMMAND ...   # e.g. -- .venv/bin/python -m pytest --nbval ...
     python tools/numerics.py --print          # the variables, as a shell line to copy
