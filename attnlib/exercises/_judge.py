@@ -546,13 +546,15 @@ def _outcome(fn, case) -> tuple[str, Any]:
         return "raised", exc
 
 
-def _reproduces(m, outcomes: list, cases: list, ex) -> bool:
-    """Whether mistake ``m`` (or one of its variants) explains the learner's outcomes."""
+def _reproduces(m, outcomes: list, cases: list, ex, outcome=_outcome) -> bool:
+    """Whether mistake ``m`` (or one of its variants) explains the learner's outcomes.
+    ``outcome(impl, case)`` runs a mistake on a case (the catalogue tests pass a memo of
+    :func:`_outcome`, so that each mistake runs once per case and seed)."""
     with np.errstate(all="ignore"):
         for impl in (m.fn, *m.variants):
             values = 0
             for (state, got), case in zip(outcomes, cases):
-                mstate, mval = _outcome(impl, case)
+                mstate, mval = outcome(impl, case)
                 if state != mstate:
                     break
                 if state == "value":
