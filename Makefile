@@ -221,13 +221,15 @@ jupyterlab: venv chromium assets
 # the suite ends, then tools/suites.py prints a summary naming the failed ones (and fails
 # if one did). The site's suites run in turn in one job slot from the start (WEB: both
 # editions, then the PDFs, then the browser tests, which need them; a suite after a failed
-# one is "not run"), the others in the other slot, longest first. (Given to make as goals
+# one is "not run"), the others in the other slot, longest first but with a suite of two
+# workers last (grading is one process: run last, it kept one core busy for 2 min while the
+# other waited). (Given to make as goals
 # with prerequisites, the browser suite, the longest, was started last: make walks its
 # goals in order and passes over one whose prerequisites are still running.)
 # To add a suite: write its target, then add its name to OTHERS (and if its tests live
 # under tests/, add them to SEPARATE so that `make unit` does not run them too).
 WEB    := site-zh site-en pdf browser
-OTHERS := unit jupyterlab nbval-zh
+OTHERS := unit jupyterlab grading nbval-zh
 SUITES  = $(WEB) $(OTHERS)
 TEST_JOBS ?= 2  # 3 on two cores (load 6-7) made spawn-mode checker tests time out on correct code
 LOGS      := _build/test-logs
@@ -268,7 +270,6 @@ assignments: venv
 # headless Chromium offline (tests/test_assignments.py, tests/test_grade.py; ~3 min on 2 cores)
 GRADING_TESTS := tests/test_assignments.py tests/test_grade.py
 SEPARATE += $(GRADING_TESTS)
-OTHERS += grading
 grading: venv chromium fonts bubblewrap
 	ATTNLIB_REQUIRE_SANDBOX=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(GRADING_TESTS)
 
