@@ -13,11 +13,16 @@ it under pytest, on its own kernels, when you want it alone):
 - the keys it skips are nbval's (metadata, traceback, execution counts, widget model ids,
   PNG images) and the sanitize file is the Makefile's (``tools/nbval_sanitize.cfg``).
 
-One difference, which only makes this stricter: nbval sees a cell's messages as they arrive
-and ignores ``update_display_data`` and ``clear_output``, while JupyterLab's model holds what
-the cell finally shows, which is what the stored notebook holds too (nbclient applies both).
+One difference: nbval collects a cell's messages as they arrive and ignores
+``update_display_data`` and ``clear_output``, while JupyterLab's model holds what the cell
+finally shows, as the stored notebook does (nbclient applies both). So a cell that updates
+or clears its output is compared here on what it finally shows. The chapters' live figures
+(``attnlib.ui.plots.LivePlot``) update a display that holds only a PNG, then clear it for
+the finished figure with its alt text: nbval skips the PNG-only outputs and compares the
+finished figure, which is what JupyterLab's model and the stored notebook hold, so both
+compare the same text.
 
-    differences(stored, ran) -> ["cell 7: ...", ...]    # [] when every compared cell agrees
+    differences(stored, ran) -> ["code cell 7 ('x = ...'): mismatch 'stdout': ...", ...]  # [] if all agree
 """
 from __future__ import annotations
 

@@ -249,12 +249,13 @@ def _run_all(page) -> None:
     page.wait_for_function(RUN_DONE, timeout=RUN_ALL_LIMIT_MS, polling=1000)
 
 
-def _strict_nbval(page, path: pathlib.Path) -> list[str]:
+def _strict_nbval(page, path: pathlib.Path) -> tuple[list[str], int]:
     """Where the outputs Run All left in the notebook shown differ from ``path``'s stored ones,
-    by strict nbval's rules (tools/strict_outputs.py)."""
+    by strict nbval's rules (tools/strict_outputs.py), and how many cells were compared."""
     ran = page.evaluate(f"() => {NOTEBOOK}.model.toJSON()")
     stored = nbformat.read(path, as_version=4)
-    return [f"{path.parent.name}/{path.name}: {d}" for d in strict_outputs.differences(stored, ran)]
+    differ = [f"{path.parent.name}/{path.name}: {d}" for d in strict_outputs.differences(stored, ran)]
+    return differ, strict_outputs.count_compared(stored)
 
 
 def _cell_with(page, text: str):
@@ -342,11 +343,10 @@ def test_chapter_in_jupyterlab(lab, browser, lab_page, path):
         seconds = time.monotonic() - started
         errors = page.evaluate(ERRORS)
         assert not errors, f"{path.name}: Run All stopped on an error: {errors[0]}"
-        differ = _strict_nbval(page, path)
+        differ, compared = _strict_nbval(page, path)
         assert not differ, ("outputs of Run All differ from the stored ones (strict nbval's rules; re-execute "
                             "the chapter with tools/run_notebooks.py if the change is meant):\n" + "\n".join(differ))
-        print(f"{path.name}: Run All {seconds:.0f} s, {strict_outputs.count_compared(nbformat.read(path, 4))} "
-              f"cells' outputs as stored")
+        print(f"{path.name}: Run All {seconds:.0f} s, {compared} cells' outputs as stored")
 
         # ---- explorers live, stills hidden, each responds to its control
         if n_explorers:
@@ -427,7 +427,7 @@ def test_solutions_notebooks_in_jupyterlab(lab, browser):
             if errors:
                 problems.append(f"{name}: Run All stopped on an error: {errors[0]}")
                 continue
-            problems += _strict_nbval(page, path)
+            problems += _strict_nbval(page, path)[0]
             verdicts = page.evaluate(VERDICTS)
             names = [n for n, ex in al.exercises.EXERCISES.items() if ex.chapter == path.stem]
             if not (len(verdicts) == len(names) and all("the course's solution passed" in v["text"]
