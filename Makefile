@@ -223,9 +223,9 @@ jupyterlab: venv chromium assets
 # editions, then the PDFs, then the browser tests, which need them; a suite after a failed
 # one is "not run"), the others in the other slot, longest first but with a suite of two
 # workers last (grading is one process: run last, it kept one core busy for 2 min while the
-# other waited). (Given to make as goals
-# with prerequisites, the browser suite, the longest, was started last: make walks its
-# goals in order and passes over one whose prerequisites are still running.)
+# other waited). (Given to make as goals with prerequisites, the browser suite, the longest,
+# was started last: make walks its goals in order and passes over one whose prerequisites
+# are still running.)
 # To add a suite: write its target, then add its name to OTHERS (and if its tests live
 # under tests/, add them to SEPARATE so that `make unit` does not run them too).
 WEB    := site-zh site-en pdf browser
