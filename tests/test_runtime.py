@@ -182,3 +182,24 @@ def test_a_spawned_child_does_not_run_the_parents_script_again(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["passed"], out.stdout + out.stderr
     assert marker.read_text() == "ran\n"
+
+
+@pytest.mark.slow  # spawned children: new Pythons
+def test_the_child_started_ahead_is_the_next_ones_unless_the_environment_changed(monkeypatch):
+    """After a spawned child ends, the next one starts ahead (a standby). It serves the next
+    child although pytest changed PYTEST_CURRENT_TEST meanwhile (as it does at every phase
+    of every test); a change to any other variable needs a new Python, started then."""
+    with processes.Child(_echo, None, method="spawn") as child:
+        assert child.start() is None
+    ahead = processes._Standby.current[1].pid
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_runtime.py::another_test (call)")
+    with processes.Child(_echo, None, method="spawn") as child:
+        assert child.start() is None
+        assert child.proc.pid == ahead
+    ahead = processes._Standby.current[1].pid
+    monkeypatch.setenv("ATTNLIB_A_VARIABLE_THE_CHILD_MAY_READ", "1")
+    with processes.Child(_echo, None, method="spawn") as child:
+        assert child.start() is None
+        assert child.proc.pid != ahead
+        got = child.ask({}, limit=30.0, answers=_mine(child.worker))
+        assert isinstance(got, processes.Answer) and got.message.header["payload"] is None

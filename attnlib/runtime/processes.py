@@ -512,11 +512,17 @@ class _Standby:
 
     current: tuple | None = None    # (key, process, channel)
     PRELOAD = ("numpy", "attnlib.exercises._worker")
+    # environment variables that change on their own and mean nothing to a child: pytest
+    # sets PYTEST_CURRENT_TEST at every phase of every test, so a standby made for the next
+    # check was never the next test's (a whole unit run started 31 Pythons, 1.7 s of CPU each,
+    # for nothing)
+    VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST"})
 
     @staticmethod
     def _key() -> tuple:
         preload = _Standby.PRELOAD + tuple(m for m in ("torch",) if m in sys.modules)
-        return (os.getcwd(), tuple(sys.path), tuple(sorted(os.environ.items())), preload)
+        env = tuple(sorted((k, v) for k, v in os.environ.items() if k not in _Standby.VOLATILE_ENV))
+        return (os.getcwd(), tuple(sys.path), env, preload)
 
     @classmethod
     def _start(cls, key: tuple) -> tuple:

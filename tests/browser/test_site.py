@@ -286,6 +286,25 @@ def test_the_phone_checks_see_a_page_wider_than_a_narrowed_window(open_page, sit
     assert any(f"px wide on a {PHONE['width']} px screen" in p and "too wide" in p for p in problems), problems
 
 
+def test_a_request_to_another_host_fails_and_is_reported(open_page, site):
+    """Every page is checked offline: a request to another host, by name or by address, fails
+    in Chromium itself (its proxy, a closed port, is skipped only for the loopback addresses)
+    and the page's log reports it, so the test of that page fails."""
+    page, log = open_page("index.html")
+    failures = {}
+    page.on("requestfailed", lambda r: failures.update({r.url: r.failure}))
+    urls = ["https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js", "http://192.0.2.7/figure.png",
+            "http://localhost.example/x.css"]
+    page.evaluate("(urls) => Promise.all(urls.map(u => fetch(u, {mode: 'no-cors'}).catch(() => null)))", urls)
+    for _ in range(100):  # (the events may arrive just after the page's promises settle)
+        if len(log.blocked) >= len(urls):
+            break
+        page.wait_for_timeout(50)
+    assert sorted(log.blocked) == sorted(urls), log.problems()
+    assert all("PROXY" in (failures.get(u) or "") for u in urls), failures
+    assert any("request to another host" in p for p in log.problems())
+
+
 HEADER_BUTTONS_OUTSIDE = """(W) => {
     const out = [];
     for (const e of document.querySelectorAll('.header-article-items__end .btn, .header-article-items__end a')) {
