@@ -18,6 +18,9 @@ SEPARATE   := $(SITE_TESTS) tests/jupyterlab
 JOBS       ?= 2
 # what `make check` leaves to `make test` (markers: pyproject.toml)
 QUICK      := not slow and not system
+# the suites that do not run notebooks leave nbval's plugin out (importing it and Jupyter's
+# client took 2 s of every pytest process)
+NO_NBVAL   := -p no:nbval
 NBVAL      := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tools/nbval_sanitize.cfg
 export PYTHONHASHSEED := 0
 # torch's OpenMP threads wait for work by spinning (GNU OpenMP's default policy): with two
@@ -173,10 +176,10 @@ dist: venv
 # The quick loop: no Debian package, no book build, no pip or build subprocess, no browser
 # (tests marked slow or system run in `make unit` and `make test`)
 check: venv
-	$(BIN)/python -m pytest -q -n $(JOBS) -m "$(QUICK)" tests $(SEPARATE:%=--ignore=%)
+	$(BIN)/python -m pytest $(NO_NBVAL) -q -n $(JOBS) -m "$(QUICK)" tests $(SEPARATE:%=--ignore=%)
 
 unit: venv gettext-tools fonts
-	$(BIN)/python -m pytest -q -n $(JOBS) tests $(SEPARATE:%=--ignore=%)
+	$(BIN)/python -m pytest $(NO_NBVAL) -q -n $(JOBS) tests $(SEPARATE:%=--ignore=%)
 
 # strict nbval: every chapter and solutions notebook executed on a fresh kernel, every
 # output compared with the stored one; one notebook at a time, each with the machine's threads.
@@ -203,7 +206,7 @@ nbval-zh: venv fonts
 	$(BIN)/python tools/numerics.py -- $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL) $(NOTEBOOK_DIRS:%=zh/%)
 
 browser: venv chromium poppler
-	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(JOBS) $(SITE_TESTS)
+	ATTNLIB_REQUIRE_SITE=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(NO_NBVAL) -q -n $(JOBS) $(SITE_TESTS)
 
 # Each chapter as a learner opens it: JupyterLab on 127.0.0.1 with a temporary copy of the
 # chapters, driven by Playwright in headless Chromium; and CONTRIBUTING.md's markup on a
@@ -212,7 +215,7 @@ browser: venv chromium poppler
 # also the strict nbval check of the English notebooks in the first numerical environment.
 # Each xdist worker runs its own JupyterLab, so two chapters run at once (a few minutes on 2 cores)
 jupyterlab: venv chromium assets
-	ATTNLIB_JUPYTERLAB=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(JOBS) --dist load tests/jupyterlab
+	ATTNLIB_JUPYTERLAB=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(NO_NBVAL) -q -n $(JOBS) --dist load tests/jupyterlab
 
 # ---- make test ---------------------------------------------------------------------------
 # The suites of `make test`, each a target of this file. After the installs (Debian
@@ -271,7 +274,7 @@ assignments: venv
 GRADING_TESTS := tests/test_assignments.py tests/test_grade.py
 SEPARATE += $(GRADING_TESTS)
 grading: venv chromium fonts bubblewrap
-	ATTNLIB_REQUIRE_SANDBOX=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(GRADING_TESTS)
+	ATTNLIB_REQUIRE_SANDBOX=1 ATTNLIB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(NO_NBVAL) -q $(GRADING_TESTS)
 
 bench: venv
 	$(BIN)/python -m benchmarks
