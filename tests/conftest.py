@@ -85,10 +85,15 @@ def start_methods() -> list:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests of a spawned checker child run after all the others, in their collection order.
+    """In each test file, the tests of a spawned checker child run after the others.
 
     After a spawned child ends, the runtime starts the next one ahead (a new Python that
     imports numpy and torch: about 1.7 s of CPU), and a forked check ends it unused. In
     collection order ``test_x[fork]`` and ``test_x[spawn]`` alternate; grouped, the child
-    started ahead is the next test's."""
-    items[:] = sorted(items, key=lambda item: "spawn" in item.name)  # (sorted is stable)
+    started ahead is the next test's. The files keep their order: moved to the end of the
+    whole run, these tests ran after tests/test_ring.py had started multiprocessing's fork
+    server in the same worker, which their checks for leftover processes then found."""
+    files: dict = {}
+    for item in items:
+        files.setdefault(item.path, len(files))
+    items[:] = sorted(items, key=lambda item: (files[item.path], "spawn" in item.name))  # (sorted is stable)
