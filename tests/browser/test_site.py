@@ -1,8 +1,8 @@
 """The built website, in a real browser, with the network cut.
 
 Every page of _build/html is discovered (nothing is hard-coded, so chapters are covered as
-they land) and opened in Debian's Chromium from a server on 127.0.0.1, with every request
-to another host aborted. For every page:
+they land) and opened in Debian's Chromium from a server on 127.0.0.1, where every request
+to another host fails (conftest.py). For every page:
 
 * it loads with no console error, no page error, no failed request and no attempt to
   reach another host;
