@@ -29,7 +29,7 @@ export PYTHONHASHSEED := 0
 # PASSIVE; the same loss to the last digit: same threads, same split of the work)
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: help venv assets node chromium fonts gettext-tools bubblewrap poppler debs pdf book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt nbval-zh site-en site-zh book-check browser jupyterlab notebooks notebooks-zh bench gpu-check gpu-present gpu-unit gpu-notebooks gpu-bench freeze clean assignments grading
+.PHONY: model help venv assets node chromium fonts gettext-tools bubblewrap poppler debs pdf book book-en book-zh gettext update-po publish publish-site dist check test unit nbval nbval-alt nbval-zh site-en site-zh book-check browser jupyterlab notebooks notebooks-zh bench gpu-check gpu-present gpu-unit gpu-notebooks gpu-bench freeze clean assignments grading
 
 help:
 	@echo "make book       build the website: English in _build/html, Chinese in _build/html/zh"
@@ -54,6 +54,7 @@ help:
 	@echo "make pdf        the course as a PDF in each language, printed from the built site by Chromium"
 	@echo "                (_build/pdf/; also linked from the site; make book builds them too)"
 	@echo "make bench      run the benchmarks"
+	@echo "make model      retrain chapter 13's model (~25 min) into attnlib/models/weights/"
 	@echo "make publish    build the site and push it to the gh-pages branch (PUBLISH_REMOTE=origin)"
 	@echo "make dist       build attnlib's sdist and wheel into dist/"
 	@echo "make gettext    extract the English messages into _build/gettext/ (after changing a chapter),"
@@ -64,6 +65,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements.txt
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/python -m attnlib.data.shakespeare --download
 	touch $@
 
 venv: $(STAMP)
@@ -278,6 +280,13 @@ grading: venv chromium fonts bubblewrap
 
 bench: venv
 	$(BIN)/python -m benchmarks
+
+# Chapter 13's model: tools/train_text_model.py trains the character-level GPT on the plays
+# (seeded, one thread; ~25 min on the 2-core machine) and writes attnlib/models/weights/
+# shakespeare.{json,bin}, with the run's time and loss curve in the JSON
+# (tests/test_text_model.py retrains briefly and checks that it follows that curve)
+model: venv
+	$(BIN)/python tools/train_text_model.py
 
 # On a CUDA machine: the quick tests and every CUDA test with CUDA tensors, every notebook run
 # top to bottom with CUDA tensors (each cell runs and each assert holds; the printed digits

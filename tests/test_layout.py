@@ -12,7 +12,7 @@ import pytest
 PKG = pathlib.Path(__file__).resolve().parents[1] / "attnlib"
 
 # lowest first: a module may import its own layer and the layers before it
-LAYERS = ["i18n", "kernels", "models", "instruments", "ui", "runtime", "exercises", "grading"]
+LAYERS = ["i18n", "kernels", "data", "models", "instruments", "ui", "runtime", "exercises", "grading"]
 
 
 def module_name(path: pathlib.Path) -> str:

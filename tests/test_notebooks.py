@@ -312,7 +312,8 @@ def test_explorers_are_stored_with_a_still_picture(path):
     for c in _code(path):
         outs = c.get("outputs", [])
         for k, out in enumerate(outs):
-            if WIDGET_VIEW not in out.get("data", {}) or "al.widgets.explorer(" not in _src(c):
+            if WIDGET_VIEW not in out.get("data", {}) or not ("al.widgets.explorer(" in _src(c)
+                                                              or "sentence_explorer(" in _src(c)):
                 continue
             before = outs[k - 1].get("data", {}) if k else {}
             assert "attnlib-explorer-still" in "".join(before.get("text/html", "")) and \

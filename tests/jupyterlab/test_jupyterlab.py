@@ -282,8 +282,11 @@ def _raw_markup(page) -> list[str]:
 
 
 def _explorer_cells(path: pathlib.Path) -> int:
+    """Explorers of the chapter: precomputed ones (al.widgets.explorer) and chapter 13's text
+    box, which needs the kernel (sentence_explorer)."""
     nb = json.loads(path.read_text())
-    return sum("al.widgets.explorer(" in "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    return sum("al.widgets.explorer(" in "".join(c["source"]) or "sentence_explorer(" in "".join(c["source"])
+               for c in nb["cells"] if c["cell_type"] == "code")
 
 
 def _quiz_cells(path: pathlib.Path) -> int:
@@ -301,7 +304,12 @@ def _move_each_explorer(page) -> list[str]:
         if not before:
             problems.append(f"explorer {b + 1} shows no image")
             continue
-        if box.locator(".widget-toggle-button").count() > 1:
+        if box.locator(".widget-text input").count():   # a text box: a new sentence, sent with Enter
+            field = box.locator(".widget-text input").first
+            field.fill("Now is the winter of our discontent")
+            field.press("Enter")
+            how = "typing a new sentence"
+        elif box.locator(".widget-toggle-button").count() > 1:
             box.locator(".widget-toggle-button").nth(1).click()
             how = "clicking its second button"
         elif box.locator(".noUi-handle").count():
@@ -313,7 +321,7 @@ def _move_each_explorer(page) -> list[str]:
             continue
         try:
             page.wait_for_function(f"([box, before]) => ({SHOWN_IMAGE})(box) !== before",
-                                   arg=[box.element_handle(), before], timeout=15_000)
+                                   arg=[box.element_handle(), before], timeout=30_000)
         except Exception:
             problems.append(f"explorer {b + 1}: {how} did not change the image")
     return problems
