@@ -117,6 +117,17 @@ def _blocked(url: str) -> bool:
     return parts.scheme not in ("data", "blob") and parts.hostname != "127.0.0.1"
 
 
+def watch(page) -> PageLog:
+    """A :class:`PageLog` of ``page`` from now on."""
+    log = PageLog()
+    page.on("console", lambda m: log.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: log.page_errors.append(str(e)))
+    page.on("requestfailed", lambda r: log.blocked.append(r.url) if _blocked(r.url)
+            else log.failed.append(f"{r.url} ({r.failure})"))
+    page.on("response", lambda r: log.failed.append(f"{r.url} (HTTP {r.status})") if r.status >= 400 else None)
+    return log
+
+
 @pytest.fixture()
 def open_page(browser, base_url, shared_context):
     """``open_page(path, viewport=None, mobile=False) -> (page, log)``: a new page, 1280 x
@@ -133,16 +144,11 @@ def open_page(browser, base_url, shared_context):
             contexts.append(context)
         else:
             context = shared_context
-        log = PageLog()
         page = context.new_page()
         pages.append(page)
         if not mobile and viewport and viewport != DESKTOP:
             page.set_viewport_size(viewport)
-        page.on("console", lambda m: log.console_errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: log.page_errors.append(str(e)))
-        page.on("requestfailed", lambda r: log.blocked.append(r.url) if _blocked(r.url)
-                else log.failed.append(f"{r.url} ({r.failure})"))
-        page.on("response", lambda r: log.failed.append(f"{r.url} (HTTP {r.status})") if r.status >= 400 else None)
+        log = watch(page)
         page.goto(base_url + path, wait_until="load")
         return page, log
 
