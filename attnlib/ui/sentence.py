@@ -57,7 +57,8 @@ def weights_figure(model, tokenizer, text: str):
         for head in range(h):
             ax = axes[layer, head]
             ax.imshow(ws[layer][head], cmap="Blues", vmin=0, vmax=1)
-            ax.set_title(_("layer {layer}, head {head}").format(layer=layer, head=head), fontsize=9)
+            # counted from 1, as the website's explorer and chapter 13 name heads
+            ax.set_title(_("layer {layer}, head {head}").format(layer=layer + 1, head=head + 1), fontsize=9)
             ticks = np.arange(L) if L <= 24 else np.arange(0, L, max(1, L // 12))
             ax.set_xticks(ticks, [shown[i] for i in ticks], fontsize=6)
             ax.set_yticks(ticks, [shown[i] for i in ticks], fontsize=6)
@@ -78,7 +79,7 @@ def _strongest(model, tokenizer, text) -> str:
             # mean weight at each offset back (0 = itself, 1 = the previous character, ...)
             by_offset = [np.mean([w[head, t, t - k] for t in range(k, L)]) for k in range(min(L, 4))]
             k = int(np.argmax(by_offset))
-            parts.append(_("{layer}.{head}: {k} back").format(layer=layer, head=head, k=k))
+            parts.append(_("{layer}.{head}: {k} back").format(layer=layer + 1, head=head + 1, k=k))
     return "; ".join(parts)
 
 
