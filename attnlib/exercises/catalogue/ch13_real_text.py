@@ -261,9 +261,9 @@ register(Exercise(
                 fn=lambda w, text: _wss(w, text, reduce="heads"),
                 fix="Reduce the (h, n) array of gathered weights along its last axis, axis=-1."),
     ],
-    hint="First find, for every character, the start of the word it lies in, or that it lies in no word: "
-         "one pass over the text that remembers where the current word began. Then, per head, average the "
-         "weight from each character after the first of its word to that word's start.",
+    hint="First find the start of the word each character lies in, or that it lies in no word: one pass "
+         "over the text that remembers where the current word began. Then, per head, average the weight "
+         "from each character after the first of its word to that word's start.",
     hints=("A word character that stands at index 0 or follows a non-word character begins a word; every "
            "later character of the word keeps that start. The queries are the word characters whose start "
            "lies before them, the keys their starts: gather weights[:, queries, keys], shape (h, n), and "
