@@ -21,6 +21,7 @@ from ._hints import displayed_hint, hint
 from .catalogue import ch01_motivation, ch02_qkv, ch03_scaling, ch04_masking, ch05_multihead  # noqa: F401
 from .catalogue import ch06_transformer_block, ch07_cost, ch08_long_sequences  # noqa: F401
 from .catalogue import ch09_learning, ch10_trained_claims, ch11_inference, ch12_gqa_rope  # noqa: F401
+from .catalogue import ch13_real_text  # noqa: F401
 # A learner's progress: check() notes a pass of the learner's own function; check_solution
 # (which calls _core.check directly) never does.
 from .tracking import progress, recording as _recording

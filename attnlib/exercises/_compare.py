@@ -98,6 +98,8 @@ def _shapes(case: Case) -> str:
         a_np = _to_numpy(a)
         if isinstance(a_np, np.ndarray) and a_np.ndim:
             return str(tuple(a_np.shape))
+        if isinstance(a, str):  # a text: its start, still quoted (a quote left open reads as prose)
+            return repr(a if len(a) <= 30 else a[:27] + "...")
         r = repr(a)
         return r if len(r) <= 40 else r[:37] + "..."
     parts = [one(a) for a in case.args]
