@@ -18,7 +18,8 @@ WORD = re.compile(r"[A-Za-z']+")  # the cases are ASCII: letters and apostrophes
 
 
 @pytest.mark.parametrize("name,required", [
-    ("word_start_score", {"key_before_word", "word_starts_included", "every_query", "previous_character",
+    ("word_start_score", {"key_before_word", "second_letters_included", "word_starts_included", "every_query",
+                          "previous_character",
                           "apostrophe_splits", "sum", "mean_over_heads"}),
     ("temperature_probs", {"multiplied", "no_max_subtraction", "power_unnormalised", "wrong_axis",
                            "no_softmax"}),
@@ -29,10 +30,10 @@ def test_catalogue_covers_the_issue_mistakes(name, required):
 
 # --- independent implementations ----------------------------------------------------------
 
-def wss_regex(weights, text, pattern=WORD, offset=0):
+def wss_regex(weights, text, pattern=WORD, offset=0, skip=2):
     q, k = [], []
     for m in pattern.finditer(text):
-        for t in range(m.start() + 1, m.end()):
+        for t in range(m.start() + skip, m.end()):
             q.append(t)
             k.append(m.start() + offset)
     return np.asarray(weights)[:, q, k].mean(-1)
@@ -44,7 +45,7 @@ def wss_loops(weights, text):
         if c.isalpha() or c == "'":
             if start is None:
                 start = t
-            else:
+            elif t - start >= 2:
                 total += weights[:, t, start]
                 count += 1
         else:
@@ -58,7 +59,7 @@ def wss_torch_float32(weights, text):
     t = torch.arange(len(text))
     begins = is_word & ~torch.cat([torch.tensor([False]), is_word[:-1]])
     start = torch.cummax(torch.where(begins, t, 0), dim=0).values   # the last word start so far
-    q = t[is_word & ~begins]
+    q = t[is_word & (t - start >= 2)]
     return w[:, q, start[q]].mean(-1)
 
 
@@ -128,15 +129,15 @@ def wss_split_words(weights, text):
     q, k, pos = [], [], 0
     for word in text.split():
         s = text.index(word, pos)
-        q += range(s + 1, s + len(word))
-        k += [s] * (len(word) - 1)
+        q += range(s + 2, s + len(word))
+        k += [s] * max(0, len(word) - 2)
         pos = s + len(word)
     return np.asarray(weights)[:, q, k].mean(-1)
 
 
 def wss_previous_loops(weights, text):
-    vals = [weights[:, t, t - 1] for t in range(1, len(text))
-            if (text[t].isalpha() or text[t] == "'") and (text[t - 1].isalpha() or text[t - 1] == "'")]
+    word = [c.isalpha() or c == "'" for c in text]
+    vals = [weights[:, t, t - 1] for t in range(2, len(text)) if word[t] and word[t - 1] and word[t - 2]]
     return np.mean(vals, axis=0)
 
 
@@ -163,7 +164,7 @@ def wss_scan_back(weights, text):
     character before the word (index -1 for the first word of the text)."""
     vals = []
     for t, c in enumerate(text):
-        if (c.isalpha() or c == "'") and t > 0 and (text[t - 1].isalpha() or text[t - 1] == "'"):
+        if (c.isalpha() or c == "'") and t > 1 and all(text[i].isalpha() or text[i] == "'" for i in (t - 1, t - 2)):
             s = t
             while s >= 0 and (text[s].isalpha() or text[s] == "'"):
                 s -= 1
@@ -173,7 +174,7 @@ def wss_scan_back(weights, text):
 
 def wss_before_skipping_the_first_word(weights, text):
     """The character before each word, and a word at position 0 (which has none) left out."""
-    pairs = [(t, m.start() - 1) for m in WORD.finditer(text) if m.start() > 0 for t in range(m.start() + 1, m.end())]
+    pairs = [(t, m.start() - 1) for m in WORD.finditer(text) if m.start() > 0 for t in range(m.start() + 2, m.end())]
     q, k = zip(*pairs)
     return np.asarray(weights)[:, list(q), list(k)].mean(-1)
 
@@ -184,16 +185,17 @@ def wss_before_skipping_the_first_word(weights, text):
     (wss_before_skipping_the_first_word, "key_before_word"),
     (wss_with_first_letters, "word_starts_included"),
     (wss_stale_start, "every_query"),
-    (lambda w, text: wss_regex(w, text) * sum(m.end() - m.start() - 1 for m in WORD.finditer(text)) / len(text),
+    (lambda w, text: wss_regex(w, text) * sum(max(0, m.end() - m.start() - 2) for m in WORD.finditer(text)) / len(text),
      "divided_by_L"),
+    (lambda w, text: wss_regex(w, text, skip=1), "second_letters_included"),
     (wss_previous_loops, "previous_character"),
     (lambda w, text: wss_regex(w, text, re.compile(r"[A-Za-z]+")), "apostrophe_splits"),
     (lambda w, text: wss_regex(w, text, re.compile(r"\w+")), "apostrophe_splits"),
     (wss_split_words, "whitespace_words"),
     (lambda w, text: wss_regex(np.swapaxes(w, -1, -2), text), "transposed"),
-    (lambda w, text: wss_regex(w, text) * sum(m.end() - m.start() - 1 for m in WORD.finditer(text)), "sum"),
-    (lambda w, text: np.asarray(w)[:, [t for m in WORD.finditer(text) for t in range(m.start() + 1, m.end())],
-                                   [m.start() for m in WORD.finditer(text) for _ in range(m.start() + 1, m.end())]
+    (lambda w, text: wss_regex(w, text) * sum(max(0, m.end() - m.start() - 2) for m in WORD.finditer(text)), "sum"),
+    (lambda w, text: np.asarray(w)[:, [t for m in WORD.finditer(text) for t in range(m.start() + 2, m.end())],
+                                   [m.start() for m in WORD.finditer(text) for _ in range(m.start() + 2, m.end())]
                                    ].mean(0), "mean_over_heads"),
 ])
 def test_independently_written_word_start_mistakes_are_recognised(fn, key):

@@ -36,14 +36,16 @@ def _word_starts(text: str, in_word=_in_word) -> np.ndarray:
     return start
 
 
-def _wss(weights, text, *, in_word=_in_word, queries="inside", key="start", first_word="wrap",
+def _wss(weights, text, *, in_word=_in_word, queries="two_back", key="start", first_word="wrap",
          reduce="mean"):
     """The reference (defaults) and, through the keywords, each catalogued mistake."""
     w = f64(weights)                                      # (h, L, L)
     L = len(text)
     start = _word_starts(text, in_word)                   # (L,)
     t = np.arange(L)
-    if queries == "inside":                               # in a word, after its first character
+    if queries == "two_back":                             # in a word, two or more after its start
+        q = t[(start >= 0) & (start <= t - 2)]
+    elif queries == "after_first":                        # the mistake: second letters scored too
         q = t[(start >= 0) & (start < t)]
     elif queries == "with_starts":                        # the mistake: word starts scored too
         q = t[start >= 0]
@@ -169,9 +171,10 @@ def _wss_cases(rng):
 register(Exercise(
     name="word_start_score",
     chapter="13_real_text",
-    prompt="For each head, return the mean attention weight from every character inside a word, except "
-           "the word's first character, to that first character. A word is a maximal run of letters and "
-           "apostrophes; weights is (h, L, L) with rows as queries, text has L characters; return (h,).",
+    prompt="For each head, return the mean attention weight from every character of a word that stands "
+           "two or more characters after the word's first character, to that first character. A word is a "
+           "maximal run of letters and apostrophes; weights is (h, L, L) with rows as queries, text has L "
+           "characters; return (h,).",
     stub='''def word_start_score(weights, text):
     """How much each head looks back to the start of the current word.
 
@@ -181,8 +184,10 @@ register(Exercise(
         c.isalpha() or c == "'" (so "o'er" and "'tis" are one word each); its
         start is the index of its first character.
     Returns (h,): for each head, the mean of weights[head, t, start] over every
-    position t that lies inside a word but is not its first character, start
-    being the start of t's word. (The texts checked always have such positions.)
+    position t of a word with t - start >= 2, start being the start of t's word.
+    (For the second letter, t - start == 1, the start is also the previous
+    character: the chapter leaves it out, and so does this score. The texts
+    checked always have positions to score.)
     """
     # YOUR CODE HERE
     raise NotImplementedError
@@ -201,20 +206,27 @@ register(Exercise(
                           lambda w, text: _wss(w, text, key="before", first_word="skip")),
                 fix="The start is one past the last non-word character before t (0 if there is none); "
                     "with a regular expression, a match's m.start() itself, not m.start() - 1."),
+        Mistake("second_letters_included", "The second letter of each word is scored too",
+                "You scored the second letter of every word as well. Its word's start is also its previous "
+                "character, so a previous-character head scores there as much as a word-start head: the "
+                "score would mix the two kinds of head. Like the chapter, score only the characters two or "
+                "more after their word's start.",
+                fn=lambda w, text: _wss(w, text, queries="after_first"),
+                fix="Keep the positions t with t - start >= 2 (not start < t)."),
         Mistake("word_starts_included", "The first letter of each word is scored too",
                 "You also scored the first character of every word. Its key is itself, so it adds its "
                 "self-weight (how much that letter looks at itself), which says nothing about looking back "
                 "to the start of a word. Score only the characters after the first one of their word.",
                 fn=lambda w, text: _wss(w, text, queries="with_starts"),
-                fix="Keep the positions t whose word starts strictly before them (start < t): a word's "
-                    "first character has start == t."),
+                fix="Keep the positions t whose word starts two or more before them (t - start >= 2): a "
+                    "word's first character has start == t."),
         Mistake("every_query", "Spaces and punctuation are scored too",
                 "You scored every character that does not begin a word, spaces, punctuation and newlines "
                 "included, each with the start of the last word before it. Those characters lie in no "
                 "word, so there is no word start for them to look back to: leave them out of the mean.",
                 fn=lambda w, text: _wss(w, text, queries="all"),
                 fix="Score only positions whose character is a word character (c.isalpha() or c == \"'\") "
-                    "and is not the first of its word."),
+                    "and stands two or more after the first of its word."),
         Mistake("divided_by_L", "Divided by the length of the text",
                 "You summed the right weights but divided by L, the number of characters, as if every "
                 "character were scored; spaces, punctuation and first letters are not. The mean is over "
@@ -224,9 +236,9 @@ register(Exercise(
                     "(h, n) weights along axis=-1."),
         Mistake("previous_character", "The previous character instead of the word start",
                 "You measured how much each letter looks at the character just before it: the "
-                "previous-character score of a previous-token head. It agrees with the word-start score "
-                "on the second letter of a word only; from the third letter on, the start lies further "
-                "back. Every letter of a word looks back to the same key, its word's first letter.",
+                "previous-character score of a previous-token head. From the third letter of a word on, "
+                "the start lies further back than the previous character. Every letter of a word looks "
+                "back to the same key, its word's first letter.",
                 fn=lambda w, text: _wss(w, text, key="previous"),
                 fix="Use the start of t's word as the key for every t in the word, not t - 1."),
         Mistake("apostrophe_splits", "Apostrophes end a word",
@@ -263,14 +275,14 @@ register(Exercise(
     ],
     hint="First find the start of the word each character lies in, or that it lies in no word: one pass "
          "over the text that remembers where the current word began. Then, per head, average the weight "
-         "from each character after the first of its word to that word's start.",
+         "from each character two or more after its word's start to that start.",
     hints=("A word character that stands at index 0 or follows a non-word character begins a word; every "
            "later character of the word keeps that start. The queries are the word characters whose start "
-           "lies before them, the keys their starts: gather weights[:, queries, keys], shape (h, n), and "
-           "average over the n positions.",
+           "lies two or more before them, the keys their starts: gather weights[:, queries, keys], shape "
+           "(h, n), and average over the n positions.",
            "start = an array of L ints, -1 outside words; for t, c in enumerate(text): if c is a word "
            "character, start[t] = start[t - 1] if t > 0 and start[t - 1] >= 0 else t. Then q = the t with "
-           "0 <= start[t] < t and the answer is weights[:, q, start[q]].mean(axis=-1)."),
+           "0 <= start[t] <= t - 2 and the answer is weights[:, q, start[q]].mean(axis=-1)."),
     rtol=1e-4, atol=1e-6,  # weights in [0, 1]: a float32 answer passes
 ))
 
