@@ -38,7 +38,6 @@ from conftest import CHROMIUM, _QuietHandler, watch
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "site_assets"
 WEIGHTS = ROOT / "attnlib" / "models" / "weights"
-CHAPTER = ROOT / "chapters" / "13_real_text.ipynb"
 PAGE = "chapters/13_real_text.html"
 SNIPPETS = {"en": ASSETS / "sentence-explorer-snippet.html", "zh": ASSETS / "sentence-explorer-snippet.zh.html"}
 EXPLORER = ".attnlib-sentence-explorer"
