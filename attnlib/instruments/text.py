@@ -89,7 +89,7 @@ def pattern_keys(text: str, pattern: str) -> tuple[np.ndarray, np.ndarray]:
 def windows(text: str, n: int, length: int, *, seed: int = 0) -> list[str]:
     """``n`` windows of ``length + 1`` characters from ``text`` at seeded random starts that
     begin a line (so a window's first line is whole); sorted by position."""
-    starts = np.flatnonzero(np.frombuffer(text[:-length - 1].encode("latin-1"), np.uint8) == 10) + 1
+    starts = np.array([m.end() for m in re.finditer("\n", text[:len(text) - length - 1])], dtype=np.int64)
     if len(starts) < n:
         raise ValueError(f"text has {len(starts)} line starts, fewer than n={n} windows")
     rng = np.random.default_rng(seed)
