@@ -52,7 +52,7 @@ def weights_figure(model, tokenizer, text: str):
     layers, h = len(ws), ws[0].shape[0]
     L = len(text)
     shown = [c if c not in " \n" else {" ": "␣", "\n": "↵"}[c] for c in text]
-    fig, axes = plt.subplots(layers, h, figsize=(2.3 * h, 2.5 * layers), squeeze=False)
+    fig, axes = plt.subplots(layers, h, figsize=(2.3 * h, 2.7 * layers), squeeze=False)
     for layer in range(layers):
         for head in range(h):
             ax = axes[layer, head]
@@ -63,7 +63,7 @@ def weights_figure(model, tokenizer, text: str):
             ax.set_xticks(ticks, [shown[i] for i in ticks], fontsize=6)
             ax.set_yticks(ticks, [shown[i] for i in ticks], fontsize=6)
     fig.suptitle(_("Every head's weights on your sentence (queries down, keys across)"), fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(h_pad=1.5)            # room between a row's key labels and the next row's titles
     return fig
 
 
