@@ -118,3 +118,28 @@ def test_windows_start_lines_and_are_reproducible():
     assert a == b and all(len(w) == 21 and w.startswith("line ") for w in a)
     with pytest.raises(ValueError, match="fewer than"):
         tx.windows(text, 500, 20)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+TEXTS = st.text(alphabet="ab'Z .,\n[]", max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXTS)
+def test_every_pattern_key_lies_behind_its_query(text):
+    """Causal, and (but for the previous character) two or more back, on any text."""
+    t = np.arange(len(text))
+    for p in tx.PATTERNS:
+        key, valid = tx.pattern_keys(text, p)
+        assert key.shape == valid.shape == (len(text),)
+        back = 1 if p == "previous" else 2
+        assert np.all(key[valid] <= t[valid] - back) and np.all(key[valid] >= 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXTS)
+def test_the_tokenizer_round_trips_any_text_over_its_alphabet(text):
+    tok = CharTokenizer("ab'Z .,\n[]")
+    assert tok.decode(tok.encode(text)) == text
