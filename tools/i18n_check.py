@@ -75,8 +75,27 @@ def markup(text: str) -> collections.Counter:
         text = pattern.sub(" ", text)
     found.update(f"math:{m}" for m in _INLINE_MATH.findall(text))
     found.update(f"link:{m}" for m in _LINK_TARGET.findall(text))
-    found.update("tag:" + " ".join(m.lower().split()) for m in _TAG.findall(text))
+    found.update("tag:" + _tag_key(m) for m in _TAG.findall(text))
     return found
+
+
+# attributes whose values are structure (kept as they are); the others (alt, title,
+# aria-label, the data-* labels of chapter 13's sentence explorer) are text to translate,
+# whose {fields} must survive
+_STRUCTURAL = {"class", "id", "src", "href", "type", "rel", "role", "for", "name", "data-model", "data-sentence"}
+_ATTRIBUTE = re.compile(r"""([\w:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+
+
+def _tag_key(tag: str) -> str:
+    """A tag as what must survive translation: its name, its attributes in order, the values
+    of structural attributes, and the ``{fields}`` of the others."""
+    name = re.match(r"</?\s*([\w-]+)", tag)
+    parts = [name.group(0).lower() if name else tag]
+    for m in _ATTRIBUTE.finditer(tag):
+        attr, value = m.group(1).lower(), m.group(2) if m.group(2) is not None else m.group(3)
+        parts.append(f"{attr}={value}" if attr in _STRUCTURAL
+                     else f"{attr}~{' '.join(sorted(re.findall(r'{[^{}]*}', value)))}")
+    return " ".join(parts)
 
 
 def prose(text: str, stand_in: str = " ") -> str:
