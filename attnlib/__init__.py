@@ -21,11 +21,14 @@ The package's folders are its layers; each imports only the layers above it in t
 ``i18n``        the language of what attnlib shows, and its message catalogues
 ``kernels``     attention itself: softmax, masks, attention, multi-head, RoPE, and the
                 exact or approximate variants (flash, sparse, linear, performer, ring)
-``models``      the Transformer block (chapter 6) and the small GPT (chapters 9 to 12)
+``data``        real text from packages on disk (chapter 13): the plays' archive, a
+                character tokenizer
+``models``      the Transformer block (chapter 6), the small GPT (chapters 9 to 13) and
+                the trained weights shipped with attnlib (``pretrained``, chapter 13)
 ``instruments`` the chapters' measuring helpers, imported by name, not re-exported:
                 ``from attnlib.instruments import motivation as mo`` (chapter 1),
                 ``scaling`` (3), ``complexity`` (7 and 8), ``train`` (9), ``inference``
-                and ``positions`` (10)
+                and ``positions`` (10), ``text`` (13)
 ``ui``          plots, explorers, quizzes and diagrams
 ``runtime``     what runs someone else's code, for the checker and the grader alike: one
                 framing, one limit rule, one supervisor

@@ -753,6 +753,7 @@ red pen cat sat dog man the sigmoid
 NAMES = {w.lower() for w in """
 English Cauchy Schwarz Frobenius Longformer BigBird Sparse Transformer Triton Moodle Canvas
 Ada Linux Xiong Elhage Karpathy Hugging Face Python Jupyter
+hamlet macbeth tempest twelfth_night Shakespeare Gutenberg
 """.split()}
 _WORD = re.compile(r"(?<![0-9A-Za-z])(?:[A-Za-z][A-Za-z0-9'’-]*[A-Za-z0-9]|[A-Za-z])")
 
@@ -790,6 +791,8 @@ def english_words(line: str, known: set[str]) -> list[str]:
     a digit or only capitals: WaveNet, GPT-2, NVIDIA), and not quoted: inside “...”, a
     full-width gloss （...） or title marks 《...》, or after ``Error:`` / ``出错：`` (a
     library's own message)."""
+    if line.lstrip().startswith("│"):
+        return []   # a quoted line: data printed as it is (attnlib.ui.columns.quote)
     line = re.split(r"\w*Error:|出错：", line)[0]
     line = re.sub(r"“[^”]*”|（[^）]*）|《[^》]*》|\b[A-Z]\w*\([^()]*\)", " ", line)   # quoted, glossed, a title, a repr
     line = re.sub(r"`[^`]*`|https?://\S+|\S*\w[_.(\[/\\=~]\S*|\S*[_.(\[/\\=~]\w\S*|\$[^$]*\$|^\s*--- setup",

@@ -34,7 +34,7 @@ import pathlib
 import re
 import warnings
 
-__all__ = ["LANGUAGES", "MissingTranslation", "get_language", "set_language", "tr"]
+__all__ = ["LANGUAGES", "MissingTranslation", "data_text", "get_language", "set_language", "tr"]
 
 LANGUAGES = {"en": "English", "zh": "中文"}
 _LOCALE_DIRS = {"zh": "zh_CN"}
@@ -201,6 +201,18 @@ def _figure_texts(fig):
         yield from legend.get_texts()
 
 
+def data_text(artist):
+    """Mark a matplotlib text ``artist`` as data, drawn as it is in every language (a quoted
+    passage, a generated sample); :func:`translate_figure` leaves it alone. Returns it.
+
+    Example::
+
+        >>> al.i18n.data_text(ax.text(0, 1, sample))
+    """
+    artist._attnlib_data = True
+    return artist
+
+
 def translate_figure(fig) -> None:
     """Translate, in place, every worded text of ``fig`` (see :func:`_figure_texts`), and
     the fixed tick labels that are catalogued (bar names; tick labels that are data, such
@@ -208,6 +220,8 @@ def translate_figure(fig) -> None:
     from matplotlib.ticker import FixedFormatter, FuncFormatter
 
     for text in _figure_texts(fig):
+        if getattr(text, "_attnlib_data", False):
+            continue   # data drawn as it is (a generated sample): see data_text
         s = text.get_text()
         # an axis label survives ax.clear(): translate whatever it says now, unless it is
         # the translation this function put there

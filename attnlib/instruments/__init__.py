@@ -7,6 +7,7 @@ imported by name and not re-exported::
     from attnlib.instruments import train              # chapter 9: tasks, training seeds together, head scores
     from attnlib.instruments import inference as inf   # chapters 11 and 12: KV cache, generation, cache sizes
     from attnlib.instruments import positions as pos   # chapter 12: losses by position
+    from attnlib.instruments import text as tx         # chapter 13: head patterns on real text, sampling
 
 They measure; the kernels (:mod:`attnlib.kernels`) and models (:mod:`attnlib.models`)
 compute. Nothing here is an exercise's answer key.

@@ -55,3 +55,18 @@ def pad(text, columns: int, align: str = "<", fill: str = " ") -> str:
     if align == ">":
         return fill * gap + text
     return fill * (gap // 2) + text + fill * (gap - gap // 2)
+
+
+QUOTE = "│ "   # the mark of a quoted line
+
+
+def quote(text: str) -> str:
+    """``text`` as a quotation: each line prefixed with ``│ ``. Data printed as it is, such as
+    the plays' text or a generated sample, is shown this way in both editions; the Chinese
+    notebooks' check for English (tools/zh_notebooks.py) leaves quoted lines alone.
+
+    >>> print(quote("Ham.\nTo be"))
+    │ Ham.
+    │ To be
+    """
+    return "\n".join(QUOTE + line for line in str(text).split("\n"))
