@@ -55,3 +55,9 @@ def test_padded_text_takes_the_columns_asked_for(text, n, align):
 
 def test_doctests():
     assert doctest.testmod(columns).failed == 0
+
+
+def test_quote_marks_every_line_of_data():
+    from attnlib.ui.columns import QUOTE, quote
+    assert quote("Ham.\nTo be\n") == f"{QUOTE}Ham.\n{QUOTE}To be\n{QUOTE}"
+    assert quote("") == QUOTE

@@ -654,3 +654,32 @@ def test_a_stub_verdict_says_not_attempted_once_and_shows_code_as_code(lang):
         assert "<code>raise NotImplementedError</code>" in html and "`" not in html
     finally:
         al.set_language("en")
+
+
+def test_figure_text_marked_as_data_is_drawn_as_it_is_in_chinese(monkeypatch):
+    """A generated sample drawn in a figure is data: the Chinese figure keeps it, and the strict
+    Chinese build does not ask the catalogue for it; the figure's own words are translated."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import attnlib as al
+    from attnlib import i18n
+
+    monkeypatch.setenv("ATTNLIB_I18N_STRICT", "1")
+    before = al.get_language()
+    al.set_language("zh")
+    try:
+        fig, ax = plt.subplots()
+        sample = al.i18n.data_text(ax.text(0, 1, "HAMLET.\nTo be the world the sealed"))
+        ax.set_ylabel("probability")
+        i18n.translate_figure(fig)
+        assert sample.get_text() == "HAMLET.\nTo be the world the sealed"
+        assert ax.yaxis.label.get_text() == al.tr("probability") != "probability"
+        plain = ax.text(0, 0, "To be the world the sealed")
+        with pytest.raises(i18n.MissingTranslation):
+            i18n.translate_figure(fig)
+        plain.remove()
+        plt.close(fig)
+    finally:
+        al.set_language(before)

@@ -120,6 +120,9 @@ def test_english_left_detector_finds_english():
     assert zh_notebooks.english_words("最佳匹配，one matrix  ：", known) == ["one", "matrix"]
     assert not zh_notebooks.english_words("最大的 |分数 - 分数ᵀ|：scores_one 0.0 al.softmax(x) GPU 上 12 ms", known)
     assert not zh_notebooks.english_words("`is_causal=True` 的输出 (N, h, L, d_head)", known)
+    # a quoted line is data (chapter 13's plays and samples, attnlib.ui.columns.quote), but only a quoted one
+    assert not zh_notebooks.english_words("│ To be, or not to be,--that is the question", known)
+    assert zh_notebooks.english_words("选段 To be, or not to be,--that is the question", known)
 
 
 def test_markdown_block_without_translation_is_an_error():
