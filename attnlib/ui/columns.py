@@ -61,9 +61,10 @@ QUOTE = "│ "   # the mark of a quoted line
 
 
 def quote(text: str) -> str:
-    """``text`` as a quotation: each line prefixed with ``│ ``. Data printed as it is, such as
-    the plays' text or a generated sample, is shown this way in both editions; the Chinese
-    notebooks' check for English (tools/zh_notebooks.py) leaves quoted lines alone.
+    """``text`` as a quotation: each line prefixed with the mark ``│`` and a space. Data
+    printed as it is, such as the plays' text or a generated sample, is shown this way in both
+    editions; the Chinese notebooks' check for English (tools/zh_notebooks.py) leaves quoted
+    lines alone.
 
     >>> print(quote("Ham.\nTo be"))
     │ Ham.

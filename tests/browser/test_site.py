@@ -434,9 +434,14 @@ def check_explorers(page) -> list[str]:
     problems = []
     if not page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count():
         return problems
-    boxes = page.locator(".widget-vbox").filter(has=page.locator("img"))
+    # an explorer that needs a kernel (chapter 13's text box) is hidden on the site, where its
+    # still picture stands in for it: it must not show a control that does nothing
+    shown = [i for i, e in enumerate(page.locator(".attnlib-kernel-only").all()) if e.is_visible()]
+    if shown:
+        problems.append(f"{len(shown)} explorers that need a kernel show their dead controls on the site")
+    boxes = page.locator(".widget-vbox:not(.attnlib-kernel-only)").filter(has=page.locator("img"))
     if not boxes.count():
-        return ["the page embeds widgets but shows no explorer (a control above an image)"]
+        return problems or ["the page embeds widgets but shows no explorer (a control above an image)"]
     for b in range(boxes.count()):
         box = boxes.nth(b)
         box.scroll_into_view_if_needed()
