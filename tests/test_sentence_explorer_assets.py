@@ -12,11 +12,13 @@ from html.parser import HTMLParser
 
 import pytest
 
+import explorer_snippets
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "site_assets"
 EXPLORER_JS = ASSETS / "attnlib-sentence-explorer.js"
 MODEL_JS = ASSETS / "attnlib-text-model.js"
-SNIPPETS = [ASSETS / "sentence-explorer-snippet.html", ASSETS / "sentence-explorer-snippet.zh.html"]
+SNIPPETS = ["en", "zh"]   # the English snippet, and its translation in the chapter's catalogue
 WEIGHTS = ROOT / "attnlib" / "models" / "weights"
 
 
@@ -43,9 +45,9 @@ class _Snippet(HTMLParser):
             self.scripts.append(attrs)
 
 
-def parse(path: pathlib.Path) -> _Snippet:
+def parse(lang: str) -> _Snippet:
     p = _Snippet()
-    p.feed(path.read_text(encoding="utf-8"))
+    p.feed(explorer_snippets.snippet(lang))
     return p
 
 
@@ -58,7 +60,7 @@ def test_strings_table_is_read():
     assert len(strings) > 15 and strings["labelSentence"].startswith("Sentence")
 
 
-@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda p: p.name)
+@pytest.mark.parametrize("snippet", SNIPPETS)
 def test_snippet_carries_every_label_with_the_same_fields(snippet):
     """Every visible string of the explorer is a data- attribute of the snippet (so the Chinese
     edition's translation of the raw HTML reaches it), with the {fields} of the English default."""
@@ -67,15 +69,15 @@ def test_snippet_carries_every_label_with_the_same_fields(snippet):
     div = parsed.divs[0]
     strings = js_strings()
     missing = [kebab(k) for k in strings if kebab(k) not in div]
-    assert not missing, f"{snippet.name} lacks {missing}"
+    assert not missing, f"the {snippet} snippet lacks {missing}"
     unknown = [a for a in div if a.startswith("data-") and a != "data-model" and a not in {kebab(k) for k in strings}]
-    assert not unknown, f"{snippet.name}: the script reads no {unknown}"
+    assert not unknown, f"the {snippet} snippet: the script reads no {unknown}"
     for key, default in strings.items():
         assert fields(div[kebab(key)]) == fields(default), (key, div[kebab(key)])
     assert div["data-sentence"] == strings["sentence"]  # the model reads English only
 
 
-@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda p: p.name)
+@pytest.mark.parametrize("snippet", SNIPPETS)
 def test_snippet_loads_the_two_scripts_and_a_shipped_model(snippet):
     parsed = parse(snippet)
     srcs = [s["src"] for s in parsed.scripts]
@@ -115,3 +117,11 @@ def test_weights_hold_the_tensors_the_page_reads():
     for name in ("tok_emb", "pos_emb", "unembed", "ln_f.weight", "ln_f.bias", "w_q", "w_k", "w_v", "w_o",
                  "ln1.weight", "ln2.bias", "w1", "w2", "b1", "b2"):
         assert name in js, name
+
+
+def test_the_chapter_holds_the_snippet_as_it_is():
+    """The block the tests load is the block the chapter pastes (and the catalogue translates)."""
+    import json
+    chapter = json.loads((ROOT / "chapters" / "13_real_text.ipynb").read_text(encoding="utf-8"))
+    blocks = ["".join(c["source"]).strip() for c in chapter["cells"] if c["cell_type"] == "markdown"]
+    assert explorer_snippets.snippet("en") in blocks

@@ -4,7 +4,7 @@
 ``site_assets/attnlib-sentence-explorer.js`` (the explorer) are checked on two kinds of page:
 
 * **the test page**: ``site_assets/sentence-explorer-snippet.html`` (and its Chinese
-  version) pasted into a bare page at ``chapters/13_real_text.html`` of a temporary folder,
+  translation, from the chapter's catalogue: tests/explorer_snippets.py) pasted into a bare page at ``chapters/13_real_text.html`` of a temporary folder,
   with the two scripts and the weights (``attnlib/models/weights/``) at ``_static/``, where the
   built site has them, served on 127.0.0.1. It needs no built site, so the explorer is tested
   while the chapter is being written;
@@ -33,13 +33,14 @@ import numpy as np
 import pytest
 import torch
 
+import explorer_snippets
 from conftest import CHROMIUM, _QuietHandler, watch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "site_assets"
 WEIGHTS = ROOT / "attnlib" / "models" / "weights"
 PAGE = "chapters/13_real_text.html"
-SNIPPETS = {"en": ASSETS / "sentence-explorer-snippet.html", "zh": ASSETS / "sentence-explorer-snippet.zh.html"}
+LANGS = ("en", "zh")   # the snippet and its translation in the chapter's catalogue (tests/explorer_snippets.py)
 EXPLORER = ".attnlib-sentence-explorer"
 
 pytestmark = pytest.mark.browser
@@ -59,7 +60,7 @@ def test_site(tmp_path_factory):
     if not (WEIGHTS / "shakespeare.json").is_file():
         pytest.fail(f"no weights in {WEIGHTS}: run `make model`", pytrace=False)
     root = tmp_path_factory.mktemp("explorer-site")
-    for lang, snippet in SNIPPETS.items():
+    for lang in LANGS:
         edition = root / ("zh" if lang == "zh" else "")
         (edition / "chapters").mkdir(parents=True, exist_ok=True)
         (edition / "_static" / "models").mkdir(parents=True, exist_ok=True)
@@ -71,7 +72,7 @@ def test_site(tmp_path_factory):
             f'<!DOCTYPE html>\n<html lang="{"zh-CN" if lang == "zh" else "en"}"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             '<link rel="icon" href="data:,"><title>Sentence explorer</title></head>\n<body><main><h1>Sentence explorer</h1>\n'
-            f'{snippet.read_text(encoding="utf-8")}</main></body></html>\n', encoding="utf-8")
+            f'{explorer_snippets.snippet(lang)}</main></body></html>\n', encoding="utf-8")
     return root
 
 
