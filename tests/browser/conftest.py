@@ -63,14 +63,24 @@ def site() -> pathlib.Path:
     return SITE
 
 
+@contextlib.contextmanager
+def serve(directory, handler=None, prefix: str = "/"):
+    """Serve ``directory`` on 127.0.0.1 (a free port) inside the ``with``; yields its base URL.
+    ``handler``: the request handler class. Default: the quiet one (no log lines)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(handler or _QuietHandler, directory=str(directory)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}{prefix}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture(scope="session")
 def base_url(site):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    with serve(site) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

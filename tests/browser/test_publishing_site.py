@@ -3,12 +3,10 @@ from /REPO/), with a 404 page for every missing address, a favicon, a sitemap an
 descriptions for link previews, all offline."""
 from __future__ import annotations
 
-import functools
 import io
 import http.server
 import pathlib
 import sys
-import threading
 import urllib.parse
 import xml.etree.ElementTree as ET
 
@@ -19,6 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 sys.path.insert(0, str(ROOT / "tools" / "sphinxext"))
 from attnlib_publish import pages_url  # noqa: E402
+from conftest import serve  # noqa: E402
 
 sys.path.pop(0)
 BASE = pages_url(yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"])
@@ -55,11 +54,8 @@ class _PagesHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def base_url(site):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_PagesHandler, directory=str(site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}{PREFIX}"
-    server.shutdown()
-    server.server_close()
+    with serve(site, _PagesHandler, PREFIX) as url:
+        yield url
 
 
 def test_a_missing_address_gets_the_styled_404_page(open_page, base_url):

@@ -22,19 +22,17 @@ by axe-core (test_accessibility.py checks every page of the built site).
 from __future__ import annotations
 
 import functools
-import http.server
 import math
 import pathlib
 import shutil
 import statistics
-import threading
 
 import numpy as np
 import pytest
 import torch
 
 import explorer_snippets
-from conftest import CHROMIUM, _QuietHandler, watch
+from conftest import CHROMIUM, serve, watch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "site_assets"
@@ -78,11 +76,8 @@ def test_site(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def test_url(test_site):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(test_site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    with serve(test_site) as url:
+        yield url
 
 
 @pytest.fixture()
