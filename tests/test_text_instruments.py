@@ -82,7 +82,7 @@ def test_ablation_changes_the_loss_of_each_window(small):
     model, tok = small
     x, y = tx.encode_windows(tok, [TEXT[:21], TEXT[10:31]])
     base = tx.window_losses(model, x, y)
-    cost = tx.ablation_losses(model, x, y)
+    cost = tx.window_ablation_losses(model, x, y)
     assert base.shape == (2,) and cost.shape == (2, 2, 2)
     assert np.all(np.abs(cost - base[:, None, None]) > 1e-6)
     assert np.array_equal(tx.window_losses(model, x, y), base)     # the model is whole again afterwards

@@ -34,8 +34,8 @@ import torch
 from ..i18n import N_
 from .inference import KVCache, extend
 
-__all__ = ["PATTERNS", "pattern_keys", "windows", "encode_windows", "head_scores", "ablation_losses",
-           "chance_scores", "window_losses", "repeat_losses", "copy_opportunity", "sample"]
+__all__ = ["PATTERNS", "pattern_keys", "windows", "encode_windows", "head_scores",
+           "chance_scores", "window_losses", "window_ablation_losses", "repeat_losses", "copy_opportunity", "sample"]
 
 PATTERNS = {
     "previous": N_("the previous character"),
@@ -149,7 +149,7 @@ def chance_scores(texts, patterns=tuple(PATTERNS)) -> dict:
 
 
 @torch.no_grad()
-def ablation_losses(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+def window_ablation_losses(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
     """The next-character loss (nats) of each window with each head zeroed in turn:
     ``(N, layers, h)``. Compare with :func:`window_losses` (no head zeroed), window by window."""
     cfg = model.cfg
